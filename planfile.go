@@ -1,0 +1,107 @@
+package gpuwarden
+
+// Plan is the plan file, gpuwarden.yaml: the portable description of a rental
+// that a team keeps beside its code. config.Load fills the defaults and
+// validates it; every other package reads it as given.
+type Plan struct {
+	Name     string   `yaml:"name,omitempty" json:"name,omitempty"`
+	Workload Workload `yaml:"workload" json:"workload"`
+	// HoursPerMonth is the length of a billing month in hours (default 730).
+	HoursPerMonth float64 `yaml:"hours_per_month,omitempty" json:"hours_per_month"`
+	// WorkHours is the hours of real work per month: the GPU busy on the job.
+	WorkHours     float64       `yaml:"work_hours" json:"work_hours"`
+	OnHours       OnHours       `yaml:"on_hours,omitempty" json:"on_hours"`
+	Data          Data          `yaml:"data,omitempty" json:"data"`
+	Interruptions Interruptions `yaml:"interruptions,omitempty" json:"interruptions"`
+	Budget        Budget        `yaml:"budget" json:"budget"`
+	Residency     Residency     `yaml:"residency,omitempty" json:"residency"`
+	Providers     Providers     `yaml:"providers,omitempty" json:"providers"`
+	// CurrencyRates converts catalog prices into the budget currency: each
+	// entry says what one unit of that currency is worth in the budget's.
+	CurrencyRates map[Currency]Micros `yaml:"currency_rates,omitempty" json:"currency_rates,omitempty"`
+}
+
+// OnHours says when the box is billed beyond the working hours.
+type OnHours struct {
+	// AutoShutdownIdleMinutes stops the box after this many idle minutes; 0
+	// means nobody turns it off and the box bills every hour of the month.
+	AutoShutdownIdleMinutes float64 `yaml:"auto_shutdown_idle_minutes,omitempty" json:"auto_shutdown_idle_minutes"`
+	// SessionsPerMonth is how often work stops and the idle timer runs out;
+	// each session leaves one idle window on the bill (default: one per 8
+	// working hours, a working day).
+	SessionsPerMonth float64 `yaml:"sessions_per_month,omitempty" json:"sessions_per_month"`
+}
+
+// Data is what the work moves and keeps each month.
+type Data struct {
+	EgressGB EgressGB `yaml:"egress_gb,omitempty" json:"egress_gb"`
+	// StorageGB is kept for the whole month, whether the box runs or not.
+	StorageGB float64 `yaml:"storage_gb,omitempty" json:"storage_gb"`
+	// StorageKind picks the provider's storage product: block, object or volume.
+	StorageKind               string  `yaml:"storage_kind,omitempty" json:"storage_kind"`
+	CheckpointGB              float64 `yaml:"checkpoint_gb,omitempty" json:"checkpoint_gb,omitempty"`
+	CheckpointIntervalMinutes float64 `yaml:"checkpoint_interval_minutes,omitempty" json:"checkpoint_interval_minutes,omitempty"`
+}
+
+// EgressGB is a month's outbound data by scope, in GB as the provider bills.
+type EgressGB struct {
+	Internet    float64 `yaml:"internet,omitempty" json:"internet"`
+	InterRegion float64 `yaml:"inter_region,omitempty" json:"inter_region"`
+	IntraRegion float64 `yaml:"intra_region,omitempty" json:"intra_region"`
+}
+
+// For returns the volume for one scope.
+func (e EgressGB) For(s EgressScope) float64 {
+	switch s {
+	case EgressInternet:
+		return e.Internet
+	case EgressInterRegion:
+		return e.InterRegion
+	case EgressIntraRegion:
+		return e.IntraRegion
+	}
+	return 0
+}
+
+// Tolerance is how a job survives losing its box.
+type Tolerance string
+
+// The interruption tolerances.
+const (
+	// TolerateNone keeps the job off spot: an interruption loses it.
+	TolerateNone Tolerance = "none"
+	// TolerateCheckpointed resumes from the last checkpoint, losing the work since.
+	TolerateCheckpointed Tolerance = "checkpointed"
+	// TolerateStateless loses only the restart (inference replicas, render frames).
+	TolerateStateless Tolerance = "stateless"
+)
+
+// Interruptions prices spot: how often boxes vanish and what each loss costs.
+type Interruptions struct {
+	Tolerance Tolerance `yaml:"tolerance,omitempty" json:"tolerance"`
+	// SpotInterruptionsPerDay is the expected reclaim rate of a spot box.
+	SpotInterruptionsPerDay float64 `yaml:"spot_interruptions_per_day,omitempty" json:"spot_interruptions_per_day"`
+	// RestartMinutes is the time from reclaim to work resumed on a new box.
+	RestartMinutes float64 `yaml:"restart_minutes,omitempty" json:"restart_minutes"`
+}
+
+// Budget is the monthly limit and when to warn about it.
+type Budget struct {
+	MonthlyLimit  Micros   `yaml:"monthly_limit" json:"monthly_limit"`
+	Currency      Currency `yaml:"currency,omitempty" json:"currency"`
+	AlertsPercent []int    `yaml:"alerts_percent,omitempty" json:"alerts_percent"`
+}
+
+// Residency restricts where the work and its data may be; empty means anywhere.
+type Residency struct {
+	// Countries are ISO 3166 alpha-2 codes (DE, FR, US).
+	Countries []string `yaml:"countries,omitempty" json:"countries,omitempty"`
+	// Regions are provider regions, written provider:region or just region.
+	Regions []string `yaml:"regions,omitempty" json:"regions,omitempty"`
+}
+
+// Providers steers the ranking: preferred ones win ties, excluded ones never show.
+type Providers struct {
+	Prefer  []string `yaml:"prefer,omitempty" json:"prefer,omitempty"`
+	Exclude []string `yaml:"exclude,omitempty" json:"exclude,omitempty"`
+}
