@@ -148,7 +148,7 @@ func (cur Currency) Format(c Cents) string {
 	if c < 0 {
 		sign, c = "-", -c
 	}
-	whole := groupThousands(int64(c) / 100)
+	whole := GroupDigits(int64(c) / 100)
 	body := fmt.Sprintf("%s.%02d", whole, int64(c)%100)
 	if sym, ok := currencySymbols[cur]; ok {
 		return sign + sym + body
@@ -170,7 +170,8 @@ func (cur Currency) FormatRate(m Micros, unit string) string {
 	return string(cur) + " " + s + "/" + unit
 }
 
-func groupThousands(n int64) string {
+// GroupDigits prints a non-negative integer with thousands separators: "13,312,345".
+func GroupDigits(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	if len(s) <= 3 {
 		return s

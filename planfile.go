@@ -16,6 +16,11 @@ type Plan struct {
 	Budget        Budget        `yaml:"budget" json:"budget"`
 	Residency     Residency     `yaml:"residency,omitempty" json:"residency"`
 	Providers     Providers     `yaml:"providers,omitempty" json:"providers"`
+	// Catalogs are price files read with the plan, relative to the plan
+	// file, so a plan with its own prices is complete on its own.
+	Catalogs []string `yaml:"catalogs,omitempty" json:"catalogs,omitempty"`
+	// EmbeddedCatalog false leaves out the embedded price snapshot; unset means true.
+	EmbeddedCatalog *bool `yaml:"embedded_catalog,omitempty" json:"embedded_catalog,omitempty"`
 	// CurrencyRates converts catalog prices into the budget currency: each
 	// entry says what one unit of that currency is worth in the budget's.
 	CurrencyRates map[Currency]Micros `yaml:"currency_rates,omitempty" json:"currency_rates,omitempty"`

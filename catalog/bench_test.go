@@ -1,0 +1,87 @@
+package catalog
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// skyPilot50k builds a 50,000-row SkyPilot vms.csv shaped like AWS's: GPU
+// machines repeated per zone with per-zone spot prices, CPU machines mixed
+// in, GpuInfo dicts and pandas-style long float prices.
+func skyPilot50k() []byte {
+	type machine struct {
+		inst, acc  string
+		count      string
+		vcpus, mem int
+		mib        int
+		price      float64
+	}
+	machines := []machine{
+		{"g4dn.xlarge", "T4", "1", 4, 16, 16384, 0.526}, {"g4dn.12xlarge", "T4", "4", 48, 192, 16384, 3.912},
+		{"g5.xlarge", "A10G", "1", 4, 16, 24576, 1.006}, {"g5.48xlarge", "A10G", "8", 192, 768, 24576, 16.288},
+		{"g6.xlarge", "L4", "1", 4, 16, 22888, 0.8048}, {"g6.48xlarge", "L4", "8", 192, 768, 22888, 13.3504},
+		{"g6e.xlarge", "L40S", "1", 4, 32, 45776, 1.861}, {"g6e.48xlarge", "L40S", "8", 192, 1536, 45776, 30.13118},
+		{"g6f.large", "L4", "0.125", 2, 8, 2861, 0.2008}, {"p3.2xlarge", "V100", "1", 8, 61, 16384, 3.06},
+		{"p3dn.24xlarge", "V100-32GB", "8", 96, 768, 32768, 31.212}, {"p4d.24xlarge", "A100", "8", 96, 1152, 40960, 32.7726},
+		{"p4de.24xlarge", "A100-80GB", "8", 96, 1152, 81920, 40.96575}, {"p5.48xlarge", "H100", "8", 192, 2048, 81920, 98.32},
+		{"p5en.48xlarge", "H200", "8", 192, 2048, 143771, 84.8}, {"m5.large", "", "", 2, 8, 0, 0.096},
+		{"c5.xlarge", "", "", 4, 8, 0, 0.17}, {"r5.2xlarge", "", "", 8, 64, 0, 0.504},
+	}
+	regions := []string{"us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "eu-central-1",
+		"eu-west-1", "eu-west-2", "eu-west-3", "eu-north-1", "eu-south-1", "ap-south-1", "ap-northeast-1",
+		"ap-northeast-2", "ap-southeast-1", "ap-southeast-2", "sa-east-1", "me-south-1", "af-south-1", "ap-east-1"}
+	var b bytes.Buffer
+	b.WriteString("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch\n")
+	for i := 0; i < 50_000; i++ {
+		m := machines[i%len(machines)]
+		region := regions[(i/len(machines))%len(regions)]
+		zone := (i / (len(machines) * len(regions))) % 6
+		// Regions differ in price; zones only in spot.
+		price := m.price * (1 + float64((i/len(machines))%len(regions))*0.013)
+		spot := price * (0.3 + float64(zone)*0.017)
+		info := ""
+		if m.acc != "" {
+			count, _ := strconv.ParseFloat(m.count, 64)
+			total := int(float64(m.mib) * count)
+			info = fmt.Sprintf(`"{'Gpus': [{'Name': '%s', 'Manufacturer': 'NVIDIA', 'Count': %s, 'MemoryInfo': {'SizeInMiB': %d}}], 'TotalGpuMemoryInMiB': %d}"`,
+				m.acc, m.count, m.mib, total)
+		}
+		fmt.Fprintf(&b, "%s,%s,%s,%d.0,%d.0,%s,%s,%s,%s,%s-az%d,x86_64\n", m.inst, m.acc, m.count, m.vcpus, m.mem, info,
+			strconv.FormatFloat(price, 'g', 17, 64), strconv.FormatFloat(spot, 'f', 6, 64), region, region, zone+1)
+	}
+	return b.Bytes()
+}
+
+func BenchmarkImportSkyPilot50k(b *testing.B) {
+	in := skyPilot50k()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	var n int
+	for b.Loop() {
+		offers, _, err := ReadOffersAs("aws/vms.csv", "aws", bytes.NewReader(in))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(offers)
+	}
+	b.ReportMetric(float64(n), "offers")
+}
+
+// The generated catalog must import cleanly and fold its zones, or the
+// benchmark measures an error path.
+func TestSkyPilot50kImports(t *testing.T) {
+	in := skyPilot50k()
+	offers, warns, err := ReadOffersAs("aws/vms.csv", "aws", bytes.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 15 GPU machines × 20 regions.
+	if got, want := len(offers), 15*20; got != want {
+		t.Errorf("got %d offers, want %d", got, want)
+	}
+	if len(warns) != 2 { // undated, fractional g6f
+		t.Errorf("warnings: %q", warns)
+	}
+}

@@ -1,0 +1,62 @@
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// fuzzNames are the file names a fuzz input is read under, so that each
+// format's provider inference, and its failure, is exercised.
+var fuzzNames = []string{"prices.csv", "aws/vms.csv", "gcp/vms.csv", "vast/vms.csv", "aws.csv", "gcp.csv", "unknown.csv"}
+
+// FuzzReadOffers feeds arbitrary bytes to ReadOffers: it must never panic,
+// every error must be an EInvalid *gpuwarden.Error, and an error must come
+// alone, without half the offers.
+func FuzzReadOffers(f *testing.F) {
+	seeds, err := filepath.Glob("testdata/*/*.csv")
+	if err != nil {
+		f.Fatal(err)
+	}
+	more, _ := filepath.Glob("testdata/skypilot/*/vms.csv")
+	for i, path := range append(seeds, more...) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(i))
+	}
+	emb, _ := data.ReadFile("data/prices.csv")
+	f.Add(emb, uint8(0))
+	f.Add([]byte("provider,region,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,T4,1,USD,1e-3\n"), uint8(0))
+	f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n,A100,1,1,us-central1\n"), uint8(2))
+	f.Fuzz(func(t *testing.T, in []byte, pick uint8) {
+		name := fuzzNames[int(pick)%len(fuzzNames)]
+		offers, warns, err := ReadOffers(name, bytes.NewReader(in))
+		if err == nil {
+			for _, o := range offers {
+				if o.OnDemandHourly < 0 || o.SpotHourly < 0 || o.Monthly < 0 {
+					t.Fatalf("negative price in %+v", o)
+				}
+				if o.GPUCount <= 0 {
+					t.Fatalf("offer without GPUs: %+v", o)
+				}
+			}
+			return
+		}
+		if offers != nil || warns != nil {
+			t.Fatalf("error %v came with %d offers and %d warnings", err, len(offers), len(warns))
+		}
+		var e *gpuwarden.Error
+		if !errors.As(err, &e) || e.Code != gpuwarden.EInvalid {
+			t.Fatalf("error %v (%T) is not an EInvalid *gpuwarden.Error", err, err)
+		}
+		if e.Hint == "" {
+			t.Fatalf("error %v has no hint", err)
+		}
+	})
+}

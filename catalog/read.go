@@ -1,0 +1,418 @@
+package catalog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// format is a price-file layout that ReadOffers understands.
+type format int
+
+const (
+	formatOwn format = iota + 1
+	formatSkyPilot
+	formatGpuhunt
+)
+
+// What each format is called in messages, and the columns a file of that
+// format cannot do without.
+var formats = map[format]struct {
+	title    string
+	hint     string
+	required []string
+}{
+	formatOwn: {
+		title:    "gpuwarden prices.csv",
+		hint:     "expected gpuwarden's prices.csv format: provider,region,country,instance,gpu,gpu_count,vram_gb_per_gpu,vcpus,ram_gb,currency,on_demand_hourly,spot_hourly,monthly,as_of,source (columns in any order)",
+		required: []string{"provider", "region", "gpu", "gpu_count", "currency"},
+	},
+	formatSkyPilot: {
+		title:    "SkyPilot vms.csv",
+		hint:     "expected a SkyPilot catalog vms.csv: InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region[,AvailabilityZone]",
+		required: []string{"instancetype", "acceleratorname", "acceleratorcount", "price", "region"},
+	},
+	formatGpuhunt: {
+		title:    "gpuhunt CSV",
+		hint:     "expected a gpuhunt catalog CSV: instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot[,disk_size,gpu_vendor,flags,provider]",
+		required: []string{"instance_name", "location", "price", "gpu_count", "gpu_name", "spot"},
+	},
+}
+
+const acceptedFormats = "gpuwarden prices.csv (provider,region,gpu,gpu_count,currency,on_demand_hourly,…), " +
+	"a SkyPilot catalog vms.csv (InstanceType,AcceleratorName,AcceleratorCount,…,Price,SpotPrice,Region) " +
+	"or a gpuhunt catalog CSV (instance_name,location,price,…,gpu_count,gpu_name,gpu_memory,spot)"
+
+// ReadOffers reads a user's price file, recognising its format by the header
+// row: gpuwarden's own prices.csv, a SkyPilot catalog vms.csv or a gpuhunt
+// catalog CSV. SkyPilot and gpuhunt files do not name their provider, so it is
+// taken from the file name (aws/vms.csv, aws.csv, gcp-vms.csv); use
+// ReadOffersAs when the name does not say. It returns the offers and warnings
+// about rows it skipped or guessed at, or an *gpuwarden.Error with code
+// EInvalid that points at the first bad cell as NAME:LINE:COL.
+func ReadOffers(name string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
+	return readOffers(name, "", r)
+}
+
+// ReadOffersAs is ReadOffers with the provider given, for SkyPilot and gpuhunt
+// files whose name does not tell it; files of our own format name the provider
+// on every row and ignore it.
+func ReadOffersAs(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
+	return readOffers(name, normalizeProvider(provider), r)
+}
+
+func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
+	t, err := openTable(name, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		offers []gpuwarden.Offer
+		warns  []string
+	)
+	switch t.format {
+	case formatOwn:
+		offers, warns, err = readOwn(t)
+	case formatSkyPilot:
+		if provider == "" {
+			if provider, err = providerFromName(t); err != nil {
+				return nil, nil, err
+			}
+		}
+		offers, warns, err = readSkyPilot(t, provider)
+	case formatGpuhunt:
+		if provider == "" && t.col("provider") < 0 {
+			if provider, err = providerFromName(t); err != nil {
+				return nil, nil, err
+			}
+		}
+		offers, warns, err = readGpuhunt(t, provider)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return offers, warns, nil
+}
+
+// table is a CSV file being read row by row, with its header indexed by
+// lower-case column name so that columns may come in any order and case.
+type table struct {
+	name   string
+	format format
+	r      *csv.Reader
+	cols   []string       // header names as written, for messages
+	idx    map[string]int // lower-case header name → column
+	rec    []string       // the current row; reused between rows
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+func openTable(name string, r io.Reader) (*table, error) {
+	t, err := readHeader(name, r, acceptedFormats)
+	if err != nil {
+		return nil, err
+	}
+	t.format = detectFormat(t.idx)
+	if t.format == 0 {
+		return nil, invalid(acceptedFormats, "%s:1: unrecognised header %q: expected %s", name, strings.Join(t.cols, ","), acceptedFormats)
+	}
+	f := formats[t.format]
+	for _, c := range f.required {
+		if t.col(c) < 0 {
+			return nil, invalid(f.hint, "%s:1: header has no column %s, which a %s needs", name, c, f.title)
+		}
+	}
+	return t, nil
+}
+
+// readHeader starts reading a CSV and indexes its header row.
+func readHeader(name string, r io.Reader, hint string) (*table, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	// Excel writes a byte-order mark; encoding/csv would keep it as part of
+	// the first header name, or choke on it before a quote.
+	if b, _ := br.Peek(len(utf8BOM)); bytes.Equal(b, utf8BOM) {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	cr := csv.NewReader(br)
+	cr.FieldsPerRecord = -1 // checked per row, to point at the row in our words
+	cr.ReuseRecord = true
+	t := &table{name: name, r: cr}
+	hdr, err := cr.Read()
+	if err == io.EOF {
+		return nil, invalid(hint, "%s: empty file: expected a header row of %s", name, acceptedFormats)
+	}
+	if err != nil {
+		return nil, t.readErr(err, hint)
+	}
+	t.cols = make([]string, len(hdr))
+	t.idx = make(map[string]int, len(hdr))
+	for i, h := range hdr {
+		h = strings.TrimSpace(h)
+		t.cols[i] = h
+		key := strings.ToLower(h)
+		if key == "" {
+			continue
+		}
+		if _, dup := t.idx[key]; dup {
+			return nil, invalid(hint, "%s:1:%d: column %s appears twice in the header", name, i+1, h)
+		}
+		t.idx[key] = i
+	}
+	return t, nil
+}
+
+// detectFormat names the layout from columns only one of the three has.
+func detectFormat(idx map[string]int) format {
+	has := func(k string) bool { _, ok := idx[k]; return ok }
+	switch {
+	case has("instancetype") && has("acceleratorname"):
+		return formatSkyPilot
+	case has("instance_name") && has("gpu_name"):
+		return formatGpuhunt
+	case has("on_demand_hourly") || has("spot_hourly") || has("monthly") ||
+		(has("provider") && has("gpu") && has("gpu_count")):
+		return formatOwn
+	}
+	return 0
+}
+
+// freeText names the columns of our own tables that hold prose; when such a
+// column comes last it may contain unquoted commas.
+var freeText = map[string]bool{"source": true, "note": true, "measured_here": true}
+
+// col returns the column of a lower-case header name, or -1.
+func (t *table) col(key string) int {
+	if i, ok := t.idx[key]; ok {
+		return i
+	}
+	return -1
+}
+
+// next reads the following row into t.rec; it reports false at the end.
+func (t *table) next() (bool, error) {
+	rec, err := t.r.Read()
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, t.readErr(err, formats[t.format].hint)
+	}
+	if n := len(t.cols); len(rec) > n && n > 0 && freeText[strings.ToLower(t.cols[n-1])] {
+		// People write commas in a trailing free-text column without
+		// quoting it (the reference prices.csv does: "…6.2607 spot, times
+		// 8)"); the text is unambiguous, so it keeps its commas.
+		rec[n-1] = strings.Join(rec[n-1:], ",")
+		rec = rec[:n]
+	}
+	if len(rec) != len(t.cols) {
+		line, _ := t.r.FieldPos(0)
+		return false, invalid(formats[t.format].hint, "%s:%d:%d: row has %d fields, the header has %d",
+			t.name, line, min(len(rec), len(t.cols))+1, len(rec), len(t.cols))
+	}
+	t.rec = rec
+	return true, nil
+}
+
+// cell returns the trimmed value of column i of the current row; "" for a
+// column the file does not have.
+func (t *table) cell(i int) string {
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(t.rec[i])
+}
+
+// line is the line the current row starts on.
+func (t *table) line() int {
+	l, _ := t.r.FieldPos(0)
+	return l
+}
+
+// origin names the current row for Offer.Origin.
+func (t *table) origin() string { return fmt.Sprintf("%s:%d", t.name, t.line()) }
+
+// cellErr reports a bad cell as NAME:LINE:COL: column NAME: …, COL counting
+// columns from 1.
+func (t *table) cellErr(i int, format string, args ...any) error {
+	line, _ := t.r.FieldPos(i)
+	msg := fmt.Sprintf(format, args...)
+	return invalid(formats[t.format].hint, "%s:%d:%d: column %s: %s", t.name, line, i+1, t.cols[i], msg)
+}
+
+// badValue reports a cell whose value failed to parse for the given reason.
+func (t *table) badValue(i int, why error) error {
+	return t.cellErr(i, "%q %s", t.cell(i), why.Error())
+}
+
+// readErr turns encoding/csv's errors into the same NAME:LINE:COL form.
+func (t *table) readErr(err error, hint string) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return invalid(hint, "%s:%d:%d: %v", t.name, pe.Line, pe.Column, pe.Err)
+	}
+	return invalid(hint, "%s: read: %v", t.name, err)
+}
+
+// invalid builds the EInvalid application error every bad input becomes.
+func invalid(hint, format string, args ...any) *gpuwarden.Error {
+	return gpuwarden.Errorf(gpuwarden.EInvalid, format, args...).WithHint("%s", hint)
+}
+
+// price reads a price cell; exact for our own format, rounded to micros for
+// catalogs written by pandas. Empty cells are 0, which Offer reads as "not
+// offered"; negative prices are errors.
+func (t *table) price(i int, exact bool) (gpuwarden.Micros, error) {
+	s := t.cell(i)
+	if s == "" {
+		return 0, nil
+	}
+	var (
+		v   gpuwarden.Micros
+		err error
+	)
+	if exact {
+		v, err = parseExactMicros(s)
+	} else {
+		v, err = parseDecimal(s, true)
+	}
+	if err != nil {
+		return 0, t.badValue(i, err)
+	}
+	if v < 0 {
+		return 0, t.badValue(i, errNegative)
+	}
+	return v, nil
+}
+
+// number reads a non-negative quantity cell; empty is 0.
+func (t *table) number(i int) (float64, error) {
+	s := t.cell(i)
+	if s == "" {
+		return 0, nil
+	}
+	f, err := parseNumber(s)
+	if err != nil {
+		return 0, t.badValue(i, err)
+	}
+	if f < 0 {
+		return 0, t.badValue(i, errNegative)
+	}
+	return f, nil
+}
+
+// integer reads a whole-number cell such as vCPUs; "8.0" is fine, "8.5" not.
+func (t *table) integer(i int) (int, error) {
+	f, err := t.number(i)
+	if err != nil {
+		return 0, err
+	}
+	if f != float64(int(f)) || f > 1<<20 {
+		return 0, t.cellErr(i, "%q is not a whole number", t.cell(i))
+	}
+	return int(f), nil
+}
+
+// knownProviders are the provider names a file name may carry; anything else
+// in a path (tmp, home, v7) must not be mistaken for one.
+var knownProviders = map[string]bool{
+	"aws": true, "gcp": true, "azure": true, "lambda": true, "runpod": true, "vast": true,
+	"oci": true, "paperspace": true, "fluidstack": true, "hyperbolic": true, "cudo": true,
+	"nebius": true, "scaleway": true, "ovh": true, "hetzner": true, "hivenet": true,
+	"ibm": true, "do": true, "scp": true, "datacrunch": true, "verda": true, "tensordock": true,
+	"vultr": true, "crusoe": true, "jarvislabs": true, "seeweb": true, "shadeform": true,
+	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true,
+}
+
+// providerAliases maps the names catalogs use for a provider to ours.
+var providerAliases = map[string]string{
+	"lambdalabs": "lambda", "lambdacloud": "lambda", "lambda_cloud": "lambda",
+	"vastai": "vast", "vast_ai": "vast", "google": "gcp", "amazon": "aws",
+	"ovhcloud": "ovh", "cudocompute": "cudo", "digitalocean": "do", "oracle": "oci",
+}
+
+// normalizeProvider lower-cases a provider name and resolves aliases.
+func normalizeProvider(p string) string {
+	p = strings.ToLower(strings.TrimSpace(p))
+	if a, ok := providerAliases[p]; ok {
+		return a
+	}
+	return p
+}
+
+// providerFromName finds the provider in the file name: the name itself
+// (aws.csv, lambdalabs.csv), its first word (aws-vms.csv, gcp_2026-11.csv) or
+// the folder it is in (skypilot-catalog/catalogs/v7/aws/vms.csv).
+func providerFromName(t *table) (string, error) {
+	p := strings.ToLower(strings.ReplaceAll(t.name, `\`, "/"))
+	base := path.Base(p)
+	stem := strings.TrimSuffix(base, path.Ext(base))
+	first, _, _ := strings.Cut(stem, "-")
+	first, _, _ = strings.Cut(first, "_")
+	first, _, _ = strings.Cut(first, ".")
+	dir := path.Base(path.Dir(p))
+	for _, c := range []string{stem, first, dir} {
+		if n := normalizeProvider(c); knownProviders[n] {
+			return n, nil
+		}
+	}
+	f := formats[t.format]
+	return "", invalid(
+		"rename the file after its provider (aws.csv, aws-vms.csv) or keep it in a folder named after it (aws/vms.csv), or give the provider explicitly",
+		"%s: cannot tell the provider of this %s from its name", t.name, f.title)
+}
+
+// counted gathers how often something happened in a file, so that a catalog
+// with 40,000 odd rows yields one warning, not 40,000.
+type counted struct {
+	n     int
+	lines []int
+}
+
+func (c *counted) add(line int) {
+	c.n++
+	if len(c.lines) < 5 {
+		c.lines = append(c.lines, line)
+	}
+}
+
+// where lists the first lines: "lines 4, 7, 9, …".
+func (c *counted) where() string {
+	parts := make([]string, len(c.lines))
+	for i, l := range c.lines {
+		parts[i] = fmt.Sprint(l)
+	}
+	s := "line " + strings.Join(parts, ", ")
+	if len(c.lines) > 1 {
+		s = "lines " + strings.Join(parts, ", ")
+	}
+	if c.n > len(c.lines) {
+		s += ", …"
+	}
+	return s
+}
+
+// rowsDo writes "1 row lists" or "12 rows list".
+func rowsDo(n int, one, many string) string { return countDo(n, "row", one, many) }
+
+// countDo writes a count, its noun and a verb that agrees with it.
+func countDo(n int, noun, one, many string) string {
+	if n == 1 {
+		return "1 " + noun + " " + one
+	}
+	return fmt.Sprintf("%d %ss %s", n, noun, many)
+}
+
+// rows writes "1 row" or "12 rows".
+func rows(n int) string {
+	if n == 1 {
+		return "1 row"
+	}
+	return fmt.Sprintf("%d rows", n)
+}

@@ -1,0 +1,142 @@
+// Command gpuwarden guards GPU rentals: it plans what to rent, checks the box,
+// supervises the job and stops paying for idle GPUs. main only wires the
+// commands and maps errors to exit codes.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the README and in `gpuwarden --help`.
+const (
+	exitOK          = 0
+	exitFinding     = 1
+	exitInvalid     = 2
+	exitEnvironment = 3
+	exitInternal    = 4
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// app carries what every command needs; tests build one with their own
+// streams and clock instead of patching globals.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	now            func() time.Time
+	log            *slog.Logger
+	// started is set once a command's RunE begins, so that errors before it
+	// (bad flags, wrong argument count) are reported as usage errors.
+	started bool
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	if !a.started {
+		var ae *gpuwarden.Error
+		if !errors.As(err, &ae) {
+			err = &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: err.Error(), Hint: "see " + root.Name() + " --help"}
+		}
+	}
+	return a.report(err)
+}
+
+// report prints the error and its hint once, and picks the exit code.
+func (a *app) report(err error) int {
+	code := gpuwarden.ErrorCodeOf(err)
+	if code != gpuwarden.EFinding {
+		fmt.Fprintf(a.stderr, "error: %s\n", err)
+		if h := gpuwarden.ErrorHint(err); h != "" {
+			fmt.Fprintf(a.stderr, "hint: %s\n", h)
+		}
+	}
+	switch code {
+	case gpuwarden.EFinding:
+		return exitFinding
+	case gpuwarden.EInvalid, gpuwarden.ENotFound, gpuwarden.EConflict, gpuwarden.EUnauthorized:
+		return exitInvalid
+	case gpuwarden.EEnvironment:
+		return exitEnvironment
+	}
+	return exitInternal
+}
+
+const exitCodesHelp = `Exit codes:
+  0  ok
+  1  finding: nothing fits the budget, a border crossed, drift, FAIL
+  2  bad input or usage: a malformed file, row or flag; a missing file
+  3  environment missing: no driver, no GPU
+  4  internal error`
+
+func (a *app) rootCommand() *cobra.Command {
+	var logLevel, now string
+	root := &cobra.Command{
+		Use:   "gpuwarden",
+		Short: "Ship the work, not the surprises: plan, check and guard rented GPUs",
+		Long: `gpuwarden covers the whole GPU rental: size the card and price the full month
+before renting (plan, offers, egress), and more commands as they land.
+
+` + exitCodesHelp,
+		Example: `  gpuwarden init > gpuwarden.yaml
+  gpuwarden plan gpuwarden.yaml
+  gpuwarden offers --gpu H100 --max-price 3`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       versionString(),
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--log-level: %q is not a level", logLevel).WithHint("one of: debug, info, warn, error")
+			}
+			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			if now != "" {
+				t, err := time.Parse("2006-01-02", now)
+				if err != nil {
+					return gpuwarden.Errorf(gpuwarden.EInvalid, "--now: %q is not YYYY-MM-DD", now)
+				}
+				a.now = func() time.Time { return t }
+			}
+			a.started = true
+			return nil
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s", err).WithHint("see %s --help", c.CommandPath())
+	})
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
+	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
+	_ = root.PersistentFlags().MarkHidden("now")
+	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand())
+	return root
+}
+
+// outputFormat validates -o against the formats a command supports.
+func outputFormat(got string, allowed ...string) error {
+	for _, f := range allowed {
+		if got == f {
+			return nil
+		}
+	}
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "-o: unknown format %q", got).WithHint("one of: %s", strings.Join(allowed, ", "))
+}

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// binary is the real gpuwarden, built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "gpuwarden-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "gpuwarden")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build gpuwarden: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// gw runs the real binary in dir with a fixed date, so price-age warnings
+// do not depend on the day the tests run.
+func gw(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--now", "2026-11-29"}, args...)...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// jsonPlan is the part of `plan -o json` the tests check.
+type jsonPlan struct {
+	Schema string `json:"schema"`
+	Ranked []struct {
+		Total json.Number `json:"total"`
+		Role  string      `json:"role"`
+		Lines []struct {
+			Item   string      `json:"item"`
+			Amount json.Number `json:"amount"`
+		} `json:"lines"`
+		Offer struct {
+			Provider string `json:"provider"`
+			Instance string `json:"instance"`
+		} `json:"offer"`
+	} `json:"ranked"`
+	Excluded []struct {
+		Reason string `json:"reason"`
+	} `json:"excluded"`
+	IdleSaving *struct {
+		IdleAmount json.Number `json:"idle_amount"`
+		Saves      json.Number `json:"saves"`
+	} `json:"idle_saving"`
+}
+
+// cents reads a JSON decimal with two places as an integer, exactly.
+func cents(t *testing.T, n json.Number) int64 {
+	t.Helper()
+	whole, frac, _ := strings.Cut(n.String(), ".")
+	if len(frac) != 2 {
+		t.Fatalf("amount %s does not have two decimal places", n)
+	}
+	var v int64
+	for _, r := range whole + frac {
+		if r == '-' {
+			continue
+		}
+		v = v*10 + int64(r-'0')
+	}
+	if strings.HasPrefix(whole, "-") {
+		v = -v
+	}
+	return v
+}
+
+func decodePlan(t *testing.T, stdout string) jsonPlan {
+	t.Helper()
+	var p jsonPlan
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("decode plan JSON: %v\n%s", err, stdout)
+	}
+	return p
+}
+
+func checkTotals(t *testing.T, p jsonPlan) {
+	t.Helper()
+	for _, c := range p.Ranked {
+		var sum int64
+		for _, l := range c.Lines {
+			sum += cents(t, l.Amount)
+		}
+		if got := cents(t, c.Total); got != sum {
+			t.Errorf("%s %s: total %d cents, lines add up to %d", c.Offer.Provider, c.Offer.Instance, got, sum)
+		}
+	}
+}
+
+func TestInitThenPlanJSON(t *testing.T) {
+	dir := t.TempDir()
+	r := gw(t, dir, "init", "--non-interactive")
+	if r.code != 0 {
+		t.Fatalf("init exit %d: %s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(r.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = gw(t, dir, "plan", "p.yaml", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("plan exit %d: %s", r.code, r.stderr)
+	}
+	p := decodePlan(t, r.stdout)
+	if p.Schema != planJSONSchema || len(p.Ranked) == 0 || p.Ranked[0].Role != "best" {
+		t.Fatalf("schema %q, %d ranked, first role %q", p.Schema, len(p.Ranked), p.Ranked[0].Role)
+	}
+	checkTotals(t, p)
+}
+
+func TestExamplesPlan(t *testing.T) {
+	root := repoRoot(t)
+	files, _ := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	if len(files) < 4 {
+		t.Fatalf("found %d examples, want at least 4", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			for _, format := range []string{"table", "json", "csv", "md"} {
+				r := gw(t, root, "plan", f, "-o", format)
+				if r.code != 0 {
+					t.Fatalf("-o %s: exit %d\n%s%s", format, r.code, r.stdout, r.stderr)
+				}
+				if format == "json" {
+					checkTotals(t, decodePlan(t, r.stdout))
+				}
+				if format == "table" {
+					for _, line := range strings.Split(r.stdout, "\n") {
+						if n := len([]rune(line)); n > pageWidth {
+							t.Errorf("line of %d runes: %q", n, line)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestNotebookLeftOn(t *testing.T) {
+	root := repoRoot(t)
+	r := gw(t, root, "plan", "examples/notebook-a100.yaml", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	p := decodePlan(t, r.stdout)
+	if len(p.Ranked) != 1 {
+		t.Fatalf("ranked %d offers, want the one-row catalog's 1", len(p.Ranked))
+	}
+	if got := p.Ranked[0].Total.String(); got != "2520.00" {
+		t.Errorf("total = %s, want 2520.00 (720 h × €3.50)", got)
+	}
+	if p.IdleSaving == nil || p.IdleSaving.IdleAmount.String() != "2380.00" || p.IdleSaving.Saves.String() != "2345.00" {
+		t.Errorf("idle saving = %+v, want €2,380.00 idle and €2,345.00 saved by a 30-minute auto-shutdown", p.IdleSaving)
+	}
+	golden(t, "plan-notebook.txt", gw(t, root, "plan", "examples/notebook-a100.yaml", "--explain").stdout)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	root := repoRoot(t)
+	tests := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"broken plan", []string{"plan", "cmd/gpuwarden/testdata/broken.yaml"}, "cmd/gpuwarden/testdata/broken.yaml:4:"},
+		{"missing plan", []string{"plan", "nope.yaml"}, "nope.yaml"},
+		{"unknown flag", []string{"plan", "--bogus"}, "unknown flag: --bogus"},
+		{"bad format", []string{"plan", "examples/qlora-7b.yaml", "-o", "xml"}, `unknown format "xml"`},
+		{"bad catalog", []string{"offers", "--catalog", "examples/qlora-7b.yaml"}, "examples/qlora-7b.yaml"},
+		{"bad max price", []string{"offers", "--max-price", "cheap"}, "--max-price"},
+		{"bad egress location", []string{"egress", "README.md", "--from", "aws", "--to", "internet"}, "PROVIDER:REGION"},
+		{"bad init kind", []string{"init", "--non-interactive", "--kind", "training"}, `unknown workload kind "training"`},
+		{"too many args", []string{"plan", "a.yaml", "b.yaml"}, "accepts at most 1 arg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := gw(t, root, tt.args...)
+			if r.code != 2 {
+				t.Errorf("exit %d, want 2; stderr: %s", r.code, r.stderr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout not empty: %q", r.stdout)
+			}
+			if !strings.Contains(r.stderr, tt.stderr) {
+				t.Errorf("stderr %q does not contain %q", r.stderr, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestPlanSkyPilotCatalog(t *testing.T) {
+	root := repoRoot(t)
+	r := gw(t, root, "plan", "examples/qlora-7b.yaml", "--catalog", "cmd/gpuwarden/testdata/skypilot/aws/vms.csv", "--no-embedded", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	p := decodePlan(t, r.stdout)
+	checkTotals(t, p)
+	if len(p.Ranked) == 0 || p.Ranked[0].Offer.Provider != "aws" || p.Ranked[0].Offer.Instance != "g6.xlarge" {
+		t.Errorf("best = %+v, want aws g6.xlarge (L4 spot)", p.Ranked[0].Offer)
+	}
+}
+
+func TestNothingFitsExitsOne(t *testing.T) {
+	dir := t.TempDir()
+	r := gw(t, dir, "init", "--non-interactive", "--budget", "1", "p.yaml")
+	if r.code != 0 {
+		t.Fatalf("init: %d %s", r.code, r.stderr)
+	}
+	r = gw(t, dir, "plan", "p.yaml")
+	if r.code != 1 || !strings.Contains(r.stdout, "over-budget") {
+		t.Errorf("exit %d, want 1 with over-budget exclusions; stdout:\n%s", r.code, r.stdout)
+	}
+}
+
+func TestOffers(t *testing.T) {
+	root := repoRoot(t)
+	r := gw(t, root, "offers", "--gpu", "h100", "--max-price", "5", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var got struct {
+		Offers []struct {
+			GPU      string `json:"gpu"`
+			Provider string `json:"provider"`
+		} `json:"offers"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Offers) == 0 {
+		t.Fatal("no H100 offers under $5/h")
+	}
+	for _, o := range got.Offers {
+		if !strings.HasPrefix(o.GPU, "H100") {
+			t.Errorf("offer with %s passed an H100 filter", o.GPU)
+		}
+	}
+	// The CSV output is our own catalog format and reads back in.
+	csvOut := gw(t, root, "offers", "--country", "de,fr", "-o", "csv")
+	path := filepath.Join(t.TempDir(), "eu.csv")
+	if err := os.WriteFile(path, []byte(csvOut.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back := gw(t, root, "offers", "--catalog", path, "--no-embedded", "-o", "csv")
+	if back.code != 0 || back.stdout != csvOut.stdout {
+		t.Errorf("offers CSV does not round-trip (exit %d): %s\n%s\nvs\n%s", back.code, back.stderr, back.stdout, csvOut.stdout)
+	}
+}
+
+func TestEgress(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	if err := os.MkdirAll(ckpt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// 3 GiB in two sparse files: the size is what counts, not the blocks.
+	for i, size := range []int64{2 << 30, 1 << 30} {
+		f, err := os.Create(filepath.Join(ckpt, []string{"a.pt", "b.pt"}[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	r := gw(t, dir, "egress", "ckpt", "--from", "aws:us-east-1", "--to", "internet", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var got struct {
+		Bytes int64       `json:"bytes"`
+		Unit  string      `json:"unit"`
+		Scope string      `json:"scope"`
+		Total json.Number `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Bytes != 3<<30 || got.Unit != "GiB" || got.Scope != "internet" || got.Total.String() != "0.27" {
+		t.Errorf("got %+v, want 3 GiB to the internet at $0.09 = 0.27", got)
+	}
+	// A plan limited to Germany: moving to the internet is a finding (exit 1).
+	plan := "workload: {kind: notebook}\nwork_hours: 10\nbudget: {monthly_limit: 100}\nresidency: {countries: [DE]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "gpuwarden.yaml"), []byte(plan), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = gw(t, dir, "egress", "ckpt", "--from", "aws:eu-central-1", "--to", "aws:us-east-1")
+	if r.code != 1 || !strings.Contains(r.stdout, "US is outside the plan's allowed countries (DE)") || !strings.Contains(r.stdout, "inter-region") {
+		t.Errorf("exit %d, want 1 and a residency finding:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestHelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"plan", "offers", "egress", "init", "version"} {
+		r := gw(t, ".", cmd, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
+			t.Errorf("%s --help: exit %d, no example:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+	r := gw(t, ".", "--help")
+	if !strings.Contains(r.stdout, "Exit codes:") {
+		t.Errorf("root help does not document exit codes:\n%s", r.stdout)
+	}
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) offersCommand() *cobra.Command {
+	var (
+		cats     catalogFlags
+		f        catalog.Filter
+		maxPrice string
+		output   string
+	)
+	c := &cobra.Command{
+		Use:   "offers",
+		Short: "List and filter the offers in the price catalogs",
+		Long: `offers lists the catalog's offers, cheapest hourly price first, with where each
+price came from and when it was read. Filters combine; --max-price compares the
+cheaper of on-demand and spot, in the offer's own currency.
+
+` + exitCodesHelp,
+		Example: `  gpuwarden offers --gpu H100 --max-price 3
+  gpuwarden offers --min-vram 80 --country DE,FR -o json
+  gpuwarden offers --catalog aws/vms.csv --no-embedded --provider aws`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "table", "json", "csv"); err != nil {
+				return err
+			}
+			if maxPrice != "" {
+				m, err := gpuwarden.ParseMicros(maxPrice)
+				if err != nil || m <= 0 {
+					return gpuwarden.Errorf(gpuwarden.EInvalid, "--max-price: %q is not a positive price", maxPrice).WithHint("an hourly price such as 2.50")
+				}
+				f.MaxHourly = m
+			}
+			if f.MinVRAMGB < 0 {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--min-vram: must be 0 or more, got %g", f.MinVRAMGB)
+			}
+			cat, err := cats.load(a.now())
+			if err != nil {
+				return err
+			}
+			warnAll(a.stderr, cat.Warnings)
+			offers := filterOffers(cat.Offers, f)
+			switch output {
+			case "json":
+				return writeJSON(a.stdout, map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings)})
+			case "csv":
+				return offersCSV(a.stdout, offers)
+			}
+			return offersTable(a.stdout, offers)
+		},
+	}
+	cats.register(c)
+	c.Flags().StringVar(&f.GPU, "gpu", "", "GPU model, any alias (H100, A100-80GB, RTX4090)")
+	c.Flags().Float64Var(&f.MinVRAMGB, "min-vram", 0, "least VRAM per box in `GB`")
+	c.Flags().StringVar(&f.Provider, "provider", "", "provider name (aws, gcp, lambda, …)")
+	c.Flags().StringVar(&f.Region, "region", "", "provider region")
+	c.Flags().StringVar(&f.Country, "country", "", "ISO country codes, comma-separated (DE,FR)")
+	c.Flags().StringVar(&maxPrice, "max-price", "", "highest hourly `PRICE` in the offer's currency")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
+	return c
+}
+
+// filterOffers applies the filter (one country at a time) and sorts by the
+// cheapest hourly price.
+func filterOffers(all []gpuwarden.Offer, f catalog.Filter) []gpuwarden.Offer {
+	countries := []string{""}
+	if f.Country != "" {
+		countries = strings.Split(strings.ToUpper(f.Country), ",")
+	}
+	out := []gpuwarden.Offer{}
+	for _, o := range all {
+		for _, c := range countries {
+			f.Country = strings.TrimSpace(c)
+			if f.Match(o) {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return cheapest(out[i]) < cheapest(out[j]) })
+	return out
+}
+
+// cheapest is the lowest hourly price of an offer, or its monthly price
+// spread over 730 h when it has no hourly one.
+func cheapest(o gpuwarden.Offer) gpuwarden.Micros {
+	best := o.OnDemandHourly
+	if o.SpotHourly > 0 && (best == 0 || o.SpotHourly < best) {
+		best = o.SpotHourly
+	}
+	if best == 0 {
+		best = o.Monthly / gpuwarden.DefaultHoursPerMonth
+	}
+	return best
+}
+
+func priceCell(cur gpuwarden.Currency, m gpuwarden.Micros, unit string) string {
+	if m == 0 {
+		return "-"
+	}
+	return cur.FormatRate(m, unit)
+}
+
+func offersTable(w io.Writer, offers []gpuwarden.Offer) error {
+	if len(offers) == 0 {
+		_, err := fmt.Fprintln(w, "no offers match")
+		return err
+	}
+	rows := [][]string{{"PROVIDER", "REGION", "INSTANCE", "GPUS", "VRAM", "ON-DEMAND", "SPOT", "MONTHLY", "AS OF"}}
+	for _, o := range offers {
+		rows = append(rows, []string{o.Provider, region(o), o.Instance, gpus(&o), trimFloat(o.VRAMGB()) + " GB",
+			priceCell(o.Currency, o.OnDemandHourly, "h"), priceCell(o.Currency, o.SpotHourly, "h"),
+			priceCell(o.Currency, o.Monthly, "mo"), o.AsOf})
+	}
+	fitOfferColumn(rows, 2)
+	rightAlign(rows, 4, 5, 6, 7)
+	t := newTable(w)
+	for _, r := range rows {
+		t.row(r...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d offers\n", len(offers))
+	return err
+}
+
+func region(o gpuwarden.Offer) string {
+	if o.Country == "" {
+		return o.Region
+	}
+	return o.Region + " (" + o.Country + ")"
+}
+
+func offersCSV(w io.Writer, offers []gpuwarden.Offer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"provider", "region", "country", "instance", "gpu", "gpu_count", "vram_gb_per_gpu", "vcpus", "ram_gb",
+		"currency", "on_demand_hourly", "spot_hourly", "monthly", "as_of", "source"})
+	blank := func(m gpuwarden.Micros) string {
+		if m == 0 {
+			return ""
+		}
+		return m.String()
+	}
+	for _, o := range offers {
+		_ = cw.Write([]string{o.Provider, o.Region, o.Country, o.Instance, o.GPU, trimFloat(o.GPUCount), trimFloat(o.VRAMGBPerGPU),
+			strconv.Itoa(o.VCPUs), trimFloat(o.RAMGB), string(o.Currency), blank(o.OnDemandHourly), blank(o.SpotHourly),
+			blank(o.Monthly), o.AsOf, o.Source})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/spf13/cobra"
+)
+
+// pageWidth is the widest line the human output may print.
+const pageWidth = 100
+
+// staleAfter is the age past which a price is flagged as old.
+const staleAfter = 90 * 24 * time.Hour
+
+// catalogFlags are the flags of every command that reads prices.
+type catalogFlags struct {
+	files      []string
+	noEmbedded bool
+}
+
+func (f *catalogFlags) register(c *cobra.Command) {
+	c.Flags().StringArrayVar(&f.files, "catalog", nil,
+		"price `FILE` to add (own CSV, SkyPilot vms.csv or gpuhunt CSV); repeatable")
+	c.Flags().BoolVar(&f.noEmbedded, "no-embedded", false, "leave out the embedded price snapshot")
+}
+
+// load reads the catalogs and returns them with warnings: the readers' own
+// and one per source whose prices are older than 90 days.
+func (f *catalogFlags) load(now time.Time) (*gpuwarden.Catalog, error) {
+	return f.loadWith(now, nil, true)
+}
+
+// loadWith adds a plan's own catalogs (already resolved) to the flags'; the
+// embedded snapshot is read unless the flag or the plan leaves it out.
+func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded bool) (*gpuwarden.Catalog, error) {
+	files := append(append([]string(nil), planFiles...), f.files...)
+	embedded := !f.noEmbedded && planEmbedded
+	if !embedded && len(files) == 0 {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "no prices: the embedded snapshot is left out and no catalog is given").WithHint("add --catalog FILE")
+	}
+	cat, err := catalog.Load(files, embedded)
+	if err != nil {
+		return nil, err
+	}
+	cat.Warnings = append(cat.Warnings, catalog.Stale(cat, now, staleAfter)...)
+	return cat, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// table prints aligned columns with no trailing blanks; numeric columns are
+// right-aligned by the caller with rightAlign, since tabwriter only pads right.
+type table struct {
+	out io.Writer
+	buf strings.Builder
+	tw  *tabwriter.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{out: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(t.out, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// truncate shortens s to n runes, marking the cut with an ellipsis.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// rightAlign pads every cell of a column on the left to the column's width.
+func rightAlign(rows [][]string, cols ...int) {
+	for _, c := range cols {
+		w := 0
+		for _, r := range rows {
+			w = max(w, utf8.RuneCountInString(r[c]))
+		}
+		for _, r := range rows {
+			r[c] = strings.Repeat(" ", w-utf8.RuneCountInString(r[c])) + r[c]
+		}
+	}
+}
+
+// wrap breaks text into lines of at most width runes, the first starting
+// with lead and the rest indented to match it.
+func wrap(text, lead string, width int) string {
+	return wrapHanging(text, lead, strings.Repeat(" ", utf8.RuneCountInString(lead)), width)
+}
+
+// wrapHanging is wrap with its own indent for the lines after the first.
+func wrapHanging(text, lead, indent string, width int) string {
+	var b strings.Builder
+	line := lead
+	for _, word := range strings.Fields(text) {
+		if utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width && strings.TrimSpace(line) != strings.TrimSpace(lead) {
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+			line = indent
+		}
+		if line != lead && line != indent {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line + "\n")
+	return b.String()
+}
+
+func warnAll(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprint(w, wrap(s, "warning: ", pageWidth))
+	}
+}

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/config"
+	"github.com/gpuwarden/gpuwarden/plan"
+	"github.com/spf13/cobra"
+)
+
+// planJSONSchema names the layout of `plan -o json`; it changes only with a
+// new version, documented in docs/plan-json.md.
+const planJSONSchema = "gpuwarden.plan/v1"
+
+func (a *app) planCommand() *cobra.Command {
+	var (
+		cats    catalogFlags
+		output  string
+		explain bool
+		limit   int
+	)
+	c := &cobra.Command{
+		Use:   "plan [FILE]",
+		Short: "Size the card and rank offers by the whole month's cost",
+		Long: `plan reads a plan file (default gpuwarden.yaml), sizes the VRAM the workload
+needs, prices every catalog offer that fits for one month — compute for the
+working hours, idle hours the box stays on, spot rework, egress by tier and
+storage — and ranks them, marking plan A and a plan B on another provider or
+region. Offers left out are listed with the reason.
+
+Every total is the sum of its printed lines, in the budget's currency.
+
+` + exitCodesHelp + `
+  (exit 1 here means nothing fits the workload, residency and budget)`,
+		Example: `  gpuwarden plan examples/notebook-a100.yaml --catalog examples/notebook-a100.csv
+  gpuwarden plan gpuwarden.yaml --explain
+  gpuwarden plan gpuwarden.yaml --catalog aws/vms.csv -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(output, "table", "json", "csv", "md"); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--limit: must be 0 (all) or more, got %d", limit)
+			}
+			path := "gpuwarden.yaml"
+			if len(args) == 1 {
+				path = args[0]
+			}
+			p, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
+			if err != nil {
+				return err
+			}
+			r, err := plan.Rank(p, cat)
+			if err != nil {
+				return err
+			}
+			r.Warnings = append(r.Warnings, cat.Warnings...)
+			warnAll(a.stderr, r.Warnings)
+			v := planView{Report: r, Schema: planJSONSchema, File: path}
+			switch output {
+			case "json":
+				err = writeJSON(a.stdout, v)
+			case "csv":
+				err = v.csv(a.stdout)
+			case "md":
+				err = v.markdown(a.stdout, limit)
+			default:
+				err = v.table(a.stdout, limit, explain)
+			}
+			if err != nil {
+				return fmt.Errorf("write plan: %w", err)
+			}
+			if len(r.Ranked) == 0 {
+				return gpuwarden.Errorf(gpuwarden.EFinding, "nothing fits")
+			}
+			return nil
+		},
+	}
+	cats.register(c)
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv or md")
+	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
+	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
+	return c
+}
+
+// planCatalogs resolves the plan's own price files against its directory.
+func planCatalogs(planPath string, p *gpuwarden.Plan) []string {
+	out := make([]string, 0, len(p.Catalogs))
+	for _, f := range p.Catalogs {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(filepath.Dir(planPath), f)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// planView is the report as printed; JSON adds the schema and file name.
+type planView struct {
+	Schema string `json:"schema"`
+	File   string `json:"file"`
+	*plan.Report
+}
+
+func (v planView) money(c gpuwarden.Cents) string { return v.Currency.Format(c) }
+
+// columns splits a row's lines into the table's four money columns, which
+// add up to its total: compute (or the monthly price), idle + rework, data.
+func columns(c *plan.Candidate) (compute, idle, data gpuwarden.Cents) {
+	for _, l := range c.Lines {
+		switch l.Item {
+		case plan.ItemCompute, plan.ItemMonthly:
+			compute += l.Amount
+		case plan.ItemIdle, plan.ItemRework:
+			idle += l.Amount
+		default:
+			data += l.Amount
+		}
+	}
+	return
+}
+
+// unpriced reports whether a candidate has a line the catalog could not price.
+func unpriced(c *plan.Candidate) bool {
+	for _, l := range c.Lines {
+		if l.Unpriced {
+			return true
+		}
+	}
+	return false
+}
+
+func gpus(o *gpuwarden.Offer) string {
+	return strconv.FormatFloat(o.GPUCount, 'f', -1, 64) + "× " + o.GPU
+}
+
+func roleMark(role string) string {
+	switch role {
+	case "best":
+		return "A"
+	case "plan-b":
+		return "B"
+	}
+	return ""
+}
+
+func (v planView) shown(limit int) []*plan.Candidate {
+	rows := v.Ranked
+	if limit > 0 && len(rows) > limit {
+		rows = rows[:limit]
+		// Plan B stays visible even when it ranks below the cut.
+		if v.PlanB != nil && v.PlanB.Rank > limit {
+			rows = append(rows[:limit:limit], v.PlanB)
+		}
+	}
+	return rows
+}
+
+func (v planView) table(w io.Writer, limit int, explain bool) error {
+	var b strings.Builder
+	v.header(&b)
+	if explain {
+		v.explain(&b)
+	}
+	if len(v.Ranked) > 0 {
+		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
+		anyUnpriced := false
+		for _, c := range v.shown(limit) {
+			compute, idle, data := columns(c)
+			rank := strconv.Itoa(c.Rank)
+			if m := roleMark(c.Role); m != "" {
+				rank += " " + m
+			}
+			total := v.money(c.Total)
+			if unpriced(c) {
+				total += "*"
+				anyUnpriced = true
+			}
+			rows = append(rows, []string{rank, c.Offer.Provider + " " + c.Offer.Region + " " + c.Offer.Instance,
+				gpus(c.Offer), string(c.Billing), v.money(compute), v.money(idle), v.money(data), total})
+		}
+		fitOfferColumn(rows, 1)
+		rightAlign(rows, 4, 5, 6, 7)
+		t := newTable(&b)
+		for _, r := range rows {
+			t.row(r...)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if n := len(v.Ranked) - len(v.shown(limit)); n > 0 {
+			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
+		}
+		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
+		if anyUnpriced {
+			fmt.Fprintln(&b, "* the catalog has no egress or storage price for this provider: the total leaves it out")
+		}
+		v.bill(&b, "Plan A", v.Best)
+		v.bill(&b, "Plan B", v.PlanB)
+	}
+	v.findings(&b)
+	v.exclusions(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (v planView) header(b *strings.Builder) {
+	name := v.Name
+	if name == "" {
+		name = v.File
+	}
+	fmt.Fprintf(b, "Plan      %s (%s)\n", name, v.File)
+	wl := fmt.Sprintf("%s, needs %s GB", v.plan().Workload.Kind, trimFloat(v.Sizing.NeedGB))
+	if v.Sizing.OneGPU {
+		wl += " on one GPU"
+	}
+	if v.SmallestCard != nil {
+		wl += "; smallest card " + v.SmallestCard.String()
+	}
+	fmt.Fprint(b, wrap(wl, "Workload  ", pageWidth))
+	policy := "no auto-shutdown"
+	if v.AutoShutdownIdleMinutes > 0 {
+		policy = "auto-shutdown after " + trimFloat(v.AutoShutdownIdleMinutes) + " idle min"
+	}
+	budget := "no budget limit"
+	if v.BudgetLimit > 0 {
+		budget = "budget " + v.money(v.BudgetLimit)
+	}
+	fmt.Fprintf(b, "Month     %s h, %s h of work, %s; %s\n\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours), policy, budget)
+}
+
+func (v planView) plan() *gpuwarden.Plan { return v.Report.Plan() }
+
+func (v planView) explain(b *strings.Builder) {
+	fmt.Fprintln(b, "Sizing (GB = 10^9 bytes; cards compared at their marketed size)")
+	rows := [][]string{}
+	for _, l := range v.Sizing.Lines {
+		rows = append(rows, []string{"  " + l.Item, trimFloat(l.GB) + " GB", l.Formula})
+	}
+	rows = append(rows, []string{"  need", trimFloat(v.Sizing.NeedGB) + " GB", ""})
+	rightAlign(rows, 1)
+	t := newTable(b)
+	for _, r := range rows {
+		t.row(r...)
+	}
+	_ = t.flush()
+	for _, n := range v.Sizing.Notes {
+		fmt.Fprint(b, wrap(n, "  note: ", pageWidth))
+	}
+	fmt.Fprintln(b)
+}
+
+// fitOfferColumn truncates the free-text column so the table fits the page.
+func fitOfferColumn(rows [][]string, col int) {
+	used := 0
+	for c := range rows[0] {
+		if c == col {
+			continue
+		}
+		w := 0
+		for _, r := range rows {
+			w = max(w, utf8.RuneCountInString(r[c]))
+		}
+		used += w + 2
+	}
+	room := max(pageWidth-used, 16)
+	for _, r := range rows {
+		r[col] = truncate(r[col], room)
+	}
+}
+
+// bill prints one candidate's lines with quantities and rates.
+func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n%s  %s %s · %s · %s\n", title, c.Offer.Where(), c.Offer.Instance, gpus(c.Offer), c.Billing)
+	rows := [][]string{}
+	for _, l := range c.Lines {
+		rows = append(rows, []string{"  " + l.Item.String(), v.lineDetail(l), v.lineAmount(l)})
+	}
+	rows = append(rows, []string{"  total", "", v.money(c.Total)})
+	if c.PerResult != nil {
+		rows = append(rows, []string{"  per result", trimFloat(c.PerResult.Results) + " a month",
+			v.Currency.FormatRate(fourPlaces(c.PerResult.Amount), c.PerResult.Unit)})
+	}
+	rightAlign(rows, 2)
+	t := newTable(b)
+	for _, r := range rows {
+		t.row(r...)
+	}
+	_ = t.flush()
+	fmt.Fprint(b, wrap(c.Offer.Source+", as of "+c.Offer.AsOf, "  source: ", pageWidth))
+}
+
+func (v planView) lineDetail(l plan.Line) string {
+	q := l.Quantity.String() + " " + l.Unit.String()
+	switch {
+	case l.Unpriced:
+		return q + ", no price in the catalog"
+	case l.Item == plan.ItemMonthly:
+		return "flat, whole month"
+	case l.Tiered:
+		return q + ", tiered"
+	}
+	unit := l.Unit.String()
+	if l.Unit == plan.UnitGBMonth {
+		unit = "GB"
+	}
+	return q + " × " + v.Currency.FormatRate(l.Rate, unit)
+}
+
+// fourPlaces rounds a per-result cost to four decimals: cents would round a
+// fraction of a cent to nothing, six digits are noise.
+func fourPlaces(m gpuwarden.Micros) gpuwarden.Micros { return (m + 50) / 100 * 100 }
+
+func (v planView) lineAmount(l plan.Line) string {
+	if l.Unpriced {
+		return "unpriced"
+	}
+	return v.money(l.Amount)
+}
+
+func (v planView) findings(b *strings.Builder) {
+	if len(v.Findings) == 0 {
+		return
+	}
+	fmt.Fprintln(b, "\nFindings")
+	for _, f := range v.Findings {
+		fmt.Fprint(b, wrap(f.Message, "  • ", pageWidth))
+	}
+}
+
+// exclusionOrder is the order reasons are printed in: fit first, money last.
+var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonResidency, plan.ReasonProvider,
+	plan.ReasonCurrency, plan.ReasonSpot, plan.ReasonBudget}
+
+// exclusions prints one line per reason: how many offers it left out and the
+// first of them (for the budget, the cheapest) with the reason in words.
+func (v planView) exclusions(b *strings.Builder) {
+	if len(v.Excluded) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nExcluded (%d; -o json lists all)\n", len(v.Excluded))
+	for _, reason := range exclusionOrder {
+		n, first := 0, -1
+		for i, e := range v.Excluded {
+			if e.Reason == reason {
+				if first < 0 {
+					first = i
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		e := v.Excluded[first]
+		what := e.Offer.Provider + " " + e.Offer.Region + " " + e.Offer.Instance
+		if e.Billing != "" {
+			what += " (" + string(e.Billing) + ")"
+		}
+		lead := "e.g."
+		if reason == plan.ReasonBudget {
+			lead = "cheapest:"
+		}
+		fmt.Fprint(b, wrapHanging(fmt.Sprintf("%d %s, %s %s: %s", n, reason, lead, what, e.Message), "  ", "      ", pageWidth))
+	}
+}
+
+var planCSVHeader = []string{"rank", "role", "provider", "region", "country", "instance", "gpu", "gpu_count",
+	"billing", "currency", "rate", "compute", "idle", "rework", "egress", "storage", "total", "per_result", "result_unit", "as_of", "source"}
+
+func (v planView) csv(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(planCSVHeader); err != nil {
+		return err
+	}
+	for _, c := range v.Ranked {
+		var amounts [5]gpuwarden.Cents // compute, idle, rework, egress, storage
+		for _, l := range c.Lines {
+			switch l.Item {
+			case plan.ItemCompute, plan.ItemMonthly:
+				amounts[0] += l.Amount
+			case plan.ItemIdle:
+				amounts[1] += l.Amount
+			case plan.ItemRework:
+				amounts[2] += l.Amount
+			case plan.ItemStorage:
+				amounts[4] += l.Amount
+			default:
+				amounts[3] += l.Amount
+			}
+		}
+		perResult, unit := "", ""
+		if c.PerResult != nil {
+			perResult, unit = c.PerResult.Amount.String(), c.PerResult.Unit
+		}
+		o := c.Offer
+		rec := []string{strconv.Itoa(c.Rank), c.Role, o.Provider, o.Region, o.Country, o.Instance, o.GPU,
+			strconv.FormatFloat(o.GPUCount, 'f', -1, 64), string(c.Billing), string(v.Currency), c.Rate.String(),
+			amounts[0].Decimal(), amounts[1].Decimal(), amounts[2].Decimal(), amounts[3].Decimal(), amounts[4].Decimal(),
+			c.Total.Decimal(), perResult, unit, o.AsOf, o.Source}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func (v planView) markdown(w io.Writer, limit int) error {
+	var b strings.Builder
+	name := v.Name
+	if name == "" {
+		name = v.File
+	}
+	fmt.Fprintf(&b, "## Plan: %s\n\n", name)
+	fmt.Fprintf(&b, "- Workload: %s, needs %s GB", v.plan().Workload.Kind, trimFloat(v.Sizing.NeedGB))
+	if v.SmallestCard != nil {
+		fmt.Fprintf(&b, " (smallest card %s)", v.SmallestCard)
+	}
+	fmt.Fprintf(&b, "\n- Month: %s h, %s h of work\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours))
+	if v.BudgetLimit > 0 {
+		fmt.Fprintf(&b, "- Budget: %s\n", v.money(v.BudgetLimit))
+	}
+	if len(v.Ranked) > 0 {
+		fmt.Fprintln(&b, "\n| # | Role | Offer | GPUs | Billing | Compute | Idle + rework | Data | Total |")
+		fmt.Fprintln(&b, "|--:|---|---|---|---|--:|--:|--:|--:|")
+		for _, c := range v.shown(limit) {
+			compute, idle, data := columns(c)
+			fmt.Fprintf(&b, "| %d | %s | %s %s %s | %s | %s | %s | %s | %s | %s |\n", c.Rank, c.Role,
+				c.Offer.Provider, c.Offer.Region, c.Offer.Instance, gpus(c.Offer), c.Billing,
+				v.money(compute), v.money(idle), v.money(data), v.money(c.Total))
+		}
+	}
+	if len(v.Findings) > 0 {
+		fmt.Fprintln(&b, "\n### Findings")
+		for _, f := range v.Findings {
+			fmt.Fprintf(&b, "- %s\n", f.Message)
+		}
+	}
+	if len(v.Excluded) > 0 {
+		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Excluded))
+		for i, e := range v.Excluded {
+			if limit > 0 && i == limit {
+				fmt.Fprintf(&b, "- … %d more\n", len(v.Excluded)-limit)
+				break
+			}
+			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Message)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/spf13/cobra"
+)
+
+func versionString() string {
+	s := "gpuwarden " + gpuwarden.Version
+	if gpuwarden.Commit != "" {
+		s += " (" + gpuwarden.Commit + ")"
+	}
+	return s + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version of this build",
+		Example: "  gpuwarden version\n  gpuwarden version -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]string{"version": gpuwarden.Version, "commit": gpuwarden.Commit,
+					"go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH})
+			}
+			_, err := fmt.Fprintln(a.stdout, versionString())
+			return err
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
+}

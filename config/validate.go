@@ -1,0 +1,362 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// Limits the validation enforces.
+const (
+	// MaxParamsB caps model size at 100 trillion parameters; anything larger
+	// is a unit mistake (parameters written out instead of billions).
+	MaxParamsB = 100_000
+	// MaxHoursPerMonth is the longest calendar month, 31 × 24.
+	MaxHoursPerMonth = 744
+	// MaxIdleMinutes keeps auto-shutdown below a day; a longer idle timer
+	// never fires in a working week and only hides a box left on.
+	MaxIdleMinutes = 1440
+	// MaxSpotInterruptionsPerDay is one reclaim an hour, the worst a spot
+	// market is worth planning for.
+	MaxSpotInterruptionsPerDay = 24
+	// MaxAlertPercent lets alerts fire up to ten times over the limit.
+	MaxAlertPercent = 1000
+)
+
+// StorageKinds lists the storage products a plan may price.
+var StorageKinds = []string{"block", "object", "volume"}
+
+// Optimizers lists the optimizers whose state sizing knows.
+var Optimizers = []string{"adamw", "adamw-8bit"}
+
+// Tolerances lists the interruption tolerances in the order help shows them.
+var Tolerances = []gpuwarden.Tolerance{gpuwarden.TolerateNone, gpuwarden.TolerateCheckpointed,
+	gpuwarden.TolerateStateless}
+
+// checker collects the first failed rule; rules run in the order of the
+// plan file's sections, so the error shown is the first one a reader meets.
+type checker struct {
+	idx index
+	err *fieldError
+}
+
+// fail records a problem with the value at path.
+func (c *checker) fail(path, msg, hint string) {
+	if c.err == nil {
+		c.err = &fieldError{at: c.idx.at(path), field: path, msg: msg, hint: hint}
+	}
+}
+
+// failKey records a problem with a mapping key rather than its value.
+func (c *checker) failKey(path, msg, hint string) {
+	if c.err == nil {
+		at := c.idx.at(path)
+		if e := c.idx[path]; e != nil {
+			at = e.key
+		}
+		c.err = &fieldError{at: at, field: path, msg: msg, hint: hint}
+	}
+}
+
+// nonNegative checks a quantity that cannot be below zero.
+func (c *checker) nonNegative(path string, v float64, hint string) {
+	if v < 0 {
+		c.fail(path, "must not be negative", hint)
+	}
+}
+
+// checkRaw checks what ApplyDefaults would hide: the spelling of
+// currency_rates keys, which it upper-cases and so may merge.
+func checkRaw(p *gpuwarden.Plan, idx index) *fieldError {
+	c := &checker{idx: idx}
+	keys := make([]string, 0, len(p.CurrencyRates))
+	for k := range p.CurrencyRates {
+		keys = append(keys, string(k))
+	}
+	sortByPosition(keys, "currency_rates", idx)
+	seen := map[gpuwarden.Currency]string{}
+	for _, k := range keys {
+		path := childPath("currency_rates", k)
+		code := upperCode(gpuwarden.Currency(k))
+		if !isLetters(string(code), 3) {
+			c.failKey(path, fmt.Sprintf("%q is not a three-letter currency code", k),
+				"an ISO 4217 code such as EUR or GBP, saying what one unit is worth in the budget currency")
+		}
+		if first, dup := seen[code]; dup {
+			c.failKey(path, fmt.Sprintf("same currency as %s", first), "give each currency once")
+		}
+		seen[code] = k
+		if p.CurrencyRates[gpuwarden.Currency(k)] <= 0 {
+			c.fail(path, "must be greater than 0",
+				"what one unit of this currency is worth in the budget currency, e.g. EUR: 1.08 for a USD budget")
+		}
+	}
+	return c.err
+}
+
+// validate checks a defaulted plan; idx tells which fields the file wrote and
+// where, so that an explicit 0 is not mistaken for a field left out.
+func validate(p *gpuwarden.Plan, idx index) *fieldError {
+	c := &checker{idx: idx}
+	if strings.ContainsAny(p.Name, "\r\n") {
+		c.fail("name", "must be one line", "the name labels reports and alerts; keep it short")
+	}
+	validateWorkload(c, &p.Workload)
+
+	const monthHint = "hours in a billing month: 730 (the default, 365 × 24 / 12), 720, or 744 for 31 days"
+	if idx.zero("hours_per_month") || p.HoursPerMonth <= 0 || p.HoursPerMonth > MaxHoursPerMonth {
+		c.fail("hours_per_month", fmt.Sprintf("must be greater than 0 and at most %d", MaxHoursPerMonth), monthHint)
+	}
+	const workHint = "hours per month the GPU is busy on real work, e.g. 120"
+	switch {
+	case p.WorkHours == 0 && !idx.has("work_hours"):
+		c.fail("work_hours", "required", workHint)
+	case p.WorkHours <= 0:
+		c.fail("work_hours", "must be greater than 0", workHint)
+	case p.WorkHours > p.HoursPerMonth:
+		c.fail("work_hours", fmt.Sprintf("%s is more than the %s hours of a month (hours_per_month)",
+			num(p.WorkHours), num(p.HoursPerMonth)), "work_hours counts busy hours within one month")
+	}
+
+	if v := p.OnHours.AutoShutdownIdleMinutes; v < 0 || v >= MaxIdleMinutes {
+		c.fail("on_hours.auto_shutdown_idle_minutes", fmt.Sprintf("must be at least 0 and less than %d", MaxIdleMinutes),
+			"minutes idle before the box is stopped; 0 turns auto-shutdown off")
+	}
+	c.nonNegative("on_hours.sessions_per_month", p.OnHours.SessionsPerMonth,
+		"work sessions per month, each ending in one idle window; leave it out for one per 8 work hours")
+
+	const gbHint = "a monthly volume in GB; leave it out or write 0 for none"
+	c.nonNegative("data.egress_gb.internet", p.Data.EgressGB.Internet, gbHint)
+	c.nonNegative("data.egress_gb.inter_region", p.Data.EgressGB.InterRegion, gbHint)
+	c.nonNegative("data.egress_gb.intra_region", p.Data.EgressGB.IntraRegion, gbHint)
+	c.nonNegative("data.storage_gb", p.Data.StorageGB, "GB kept all month; leave it out or write 0 for none")
+	if !slices.Contains(StorageKinds, p.Data.StorageKind) {
+		c.fail("data.storage_kind", fmt.Sprintf("%q is not a storage kind", p.Data.StorageKind),
+			"one of: "+strings.Join(StorageKinds, ", "))
+	}
+	c.nonNegative("data.checkpoint_gb", p.Data.CheckpointGB, "the size of one checkpoint in GB")
+	c.nonNegative("data.checkpoint_interval_minutes", p.Data.CheckpointIntervalMinutes,
+		"minutes between checkpoints; leave it out if the job does not checkpoint")
+
+	in := p.Interruptions
+	if !slices.Contains(Tolerances, in.Tolerance) {
+		c.fail("interruptions.tolerance", fmt.Sprintf("%q is not a tolerance", in.Tolerance),
+			"one of: "+joinStrings(Tolerances))
+	}
+	if v := in.SpotInterruptionsPerDay; v < 0 || v > MaxSpotInterruptionsPerDay {
+		c.fail("interruptions.spot_interruptions_per_day", fmt.Sprintf("must be between 0 and %d", MaxSpotInterruptionsPerDay),
+			"expected spot reclaims per day; 0.5 (the default) is one every other day")
+	}
+	c.nonNegative("interruptions.restart_minutes", in.RestartMinutes,
+		"minutes from a reclaim to work resumed on a new box (default 10)")
+
+	validateBudget(c, &p.Budget)
+
+	for i, country := range p.Residency.Countries {
+		if !isLetters(country, 2) {
+			c.fail(fmt.Sprintf("residency.countries[%d]", i), fmt.Sprintf("%q is not a two-letter country code", country),
+				"ISO 3166 alpha-2 codes such as DE, FR or US")
+		}
+	}
+	for i, region := range p.Residency.Regions {
+		if region == "" || strings.HasSuffix(region, ":") || strings.HasPrefix(region, ":") {
+			c.fail(fmt.Sprintf("residency.regions[%d]", i), fmt.Sprintf("%q is not a region", region),
+				"write provider:region such as aws:eu-central-1, or just the region")
+		}
+	}
+
+	for i, name := range p.Providers.Prefer {
+		if name == "" {
+			c.fail(fmt.Sprintf("providers.prefer[%d]", i), "must not be empty", "a provider name such as aws or runpod")
+		}
+	}
+	for i, name := range p.Providers.Exclude {
+		switch {
+		case name == "":
+			c.fail(fmt.Sprintf("providers.exclude[%d]", i), "must not be empty", "a provider name such as aws or runpod")
+		case slices.Contains(p.Providers.Prefer, name):
+			c.fail(fmt.Sprintf("providers.exclude[%d]", i), fmt.Sprintf("%q is also in providers.prefer", name),
+				"a provider is either preferred or excluded, not both")
+		}
+	}
+	for i, f := range p.Catalogs {
+		if strings.TrimSpace(f) == "" {
+			c.fail(fmt.Sprintf("catalogs[%d]", i), "must not be empty", "a price file path, relative to the plan file")
+		}
+	}
+	return c.err
+}
+
+// validateWorkload checks what sizing needs to know about the job.
+func validateWorkload(c *checker, w *gpuwarden.Workload) {
+	kindHint := "one of: " + joinStrings(gpuwarden.WorkloadKinds)
+	switch {
+	case w.Kind == "":
+		c.fail("workload.kind", "required", kindHint)
+	case !w.Kind.Valid():
+		c.fail("workload.kind", fmt.Sprintf("%q is not a workload kind", w.Kind), kindHint)
+	}
+
+	const paramsHint = "the model size in billions of parameters: 7 for a 7B model, 0.5 for 500M"
+	switch {
+	case w.ParamsB < 0:
+		c.fail("workload.params_b", "must be greater than 0", paramsHint)
+	case w.ParamsB > MaxParamsB:
+		c.fail("workload.params_b", fmt.Sprintf("must be at most %d (it counts billions)", MaxParamsB), paramsHint)
+	case w.ParamsB == 0 && needsParams(w.Kind) && w.VRAMGB <= 0:
+		if c.idx.has("workload.params_b") {
+			c.fail("workload.params_b", "must be greater than 0", paramsHint)
+		} else {
+			c.fail("workload.params_b", fmt.Sprintf("required for kind %s", w.Kind),
+				paramsHint+"; or give the memory need outright with vram_gb")
+		}
+	}
+	// An empty precision after defaults means the kind was unknown, which is
+	// reported above.
+	if w.Precision != "" && !slices.Contains(gpuwarden.Precisions, w.Precision) {
+		c.fail("workload.precision", fmt.Sprintf("%q is not a precision", w.Precision),
+			"one of: "+joinStrings(gpuwarden.Precisions))
+	}
+
+	kv := []struct {
+		name string
+		v    int
+	}{{"layers", w.Layers}, {"kv_heads", w.KVHeads}, {"head_dim", w.HeadDim}, {"context", w.Context}, {"batch", w.Batch}}
+	for _, f := range kv {
+		if f.v < 0 {
+			c.fail("workload."+f.name, "must not be negative", "a whole number such as 32")
+		}
+	}
+	var given, missing []string
+	for _, f := range kv[:4] { // batch has a default; the shape does not
+		if f.v > 0 {
+			given = append(given, f.name)
+		} else {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(given) > 0 && len(missing) > 0 {
+		c.fail("workload."+missing[0], "required with "+andList(given)+" to size the KV cache",
+			"give all of layers, kv_heads, head_dim and context (from the model's config.json), or none")
+	}
+
+	if w.Optimizer != "" && !slices.Contains(Optimizers, w.Optimizer) {
+		c.fail("workload.optimizer", fmt.Sprintf("%q is not an optimizer", w.Optimizer),
+			"one of: "+strings.Join(Optimizers, ", "))
+	}
+	if c.idx.zero("workload.adapter_percent") || w.AdapterPercent < 0 || w.AdapterPercent > 100 {
+		c.fail("workload.adapter_percent", "must be greater than 0 and at most 100",
+			"adapter parameters as a percentage of the model; LoRA adapters are typically 0.1 to 1")
+	}
+	c.nonNegative("workload.activations_gb", w.ActivationsGB, "activation memory in GB; leave it out for the rule of thumb")
+	c.nonNegative("workload.vram_gb", w.VRAMGB, "the GPU memory the job needs in GB")
+
+	if t := w.Throughput; t != nil {
+		const unitHint = `name one result: "epoch", "1k requests", "frame"`
+		if strings.TrimSpace(t.Unit) == "" {
+			c.fail("workload.throughput.unit", "required", unitHint)
+		}
+		c.nonNegative("workload.throughput.per_hour", t.PerHour, "results per working hour on one box")
+		if t.PerHour == 0 && len(t.PerHourByGPU) == 0 {
+			c.fail("workload.throughput", "give per_hour, per_hour_by_gpu or both",
+				"results per working hour: per_hour for any box, per_hour_by_gpu for one GPU model")
+		}
+		base := "workload.throughput.per_hour_by_gpu"
+		gpus := make([]string, 0, len(t.PerHourByGPU))
+		for g := range t.PerHourByGPU {
+			gpus = append(gpus, g)
+		}
+		sortByPosition(gpus, base, c.idx)
+		for _, g := range gpus {
+			path := childPath(base, g)
+			if strings.TrimSpace(g) == "" {
+				c.failKey(path, "GPU model must not be empty", "a GPU model name such as H100-SXM or A100-80GB")
+			}
+			if t.PerHourByGPU[g] <= 0 {
+				c.fail(path, "must be greater than 0", "results per working hour on one box with this GPU")
+			}
+		}
+	}
+}
+
+// needsParams reports whether sizing a kind needs the model size: every kind
+// that holds a model, but not notebooks and renders, which size by vram_gb.
+func needsParams(k gpuwarden.WorkloadKind) bool {
+	switch k {
+	case gpuwarden.KindInference, gpuwarden.KindFinetuneLoRA, gpuwarden.KindFinetuneQLoRA,
+		gpuwarden.KindFinetuneFull, gpuwarden.KindPretrain:
+		return true
+	}
+	return false
+}
+
+// validateBudget checks the limit, its currency and the alert thresholds.
+func validateBudget(c *checker, b *gpuwarden.Budget) {
+	if b.MonthlyLimit < 0 {
+		c.fail("budget.monthly_limit", "must not be negative", "the monthly limit in the budget currency; 0 means no limit")
+	}
+	if !isLetters(string(b.Currency), 3) {
+		c.fail("budget.currency", fmt.Sprintf("%q is not a three-letter currency code", b.Currency),
+			"an ISO 4217 code such as USD, EUR or GBP")
+	}
+	const alertHint = "percentages of the monthly limit in ascending order, e.g. [50, 80, 100]; [] for none"
+	for i, a := range b.AlertsPercent {
+		path := fmt.Sprintf("budget.alerts_percent[%d]", i)
+		switch {
+		case a < 1 || a > MaxAlertPercent:
+			c.fail(path, fmt.Sprintf("must be between 1 and %d, not %d", MaxAlertPercent, a), alertHint)
+		case i > 0 && a <= b.AlertsPercent[i-1]:
+			c.fail(path, fmt.Sprintf("%d must be greater than the threshold before it (%d)", a, b.AlertsPercent[i-1]),
+				alertHint)
+		}
+	}
+}
+
+// isLetters reports whether s is exactly n letters A–Z.
+func isLetters(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// sortByPosition orders map keys as the file wrote them, so that the first
+// error reported is the first in the file and not the first in map order.
+func sortByPosition(keys []string, base string, idx index) {
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := idx.at(childPath(base, keys[i])), idx.at(childPath(base, keys[j]))
+		if a != b {
+			return a.line < b.line || a.line == b.line && a.col < b.col
+		}
+		return keys[i] < keys[j]
+	})
+}
+
+// joinStrings joins the values of a string-based type for a hint.
+func joinStrings[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// num prints a float the way a user would write it.
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// andList joins names as a sentence does: "a", "a and b", "a, b and c".
+func andList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}

@@ -1,0 +1,239 @@
+package plan
+
+import (
+	"math"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// Billing is how an offer is paid for.
+type Billing string
+
+// The billing modes a catalog offer can expand into.
+const (
+	OnDemand Billing = "on-demand"
+	Spot     Billing = "spot"
+	Monthly  Billing = "monthly"
+)
+
+// LineItem names one line of a month's bill. It is a small number, like
+// Unit, so that a Line holds no pointers: the lines of 100,000 offers then
+// cost the garbage collector nothing to scan.
+type LineItem uint8
+
+// The line items, in the order reports print them.
+const (
+	ItemCompute LineItem = iota + 1
+	ItemIdle
+	ItemRework
+	ItemMonthly
+	ItemEgressNet
+	ItemEgressInter
+	ItemEgressIntra
+	ItemStorage
+)
+
+var lineItemNames = [...]string{"", "compute", "idle", "spot rework", "monthly price",
+	"egress internet", "egress inter-region", "egress intra-region", "storage"}
+
+// String returns the item's name as reports print it.
+func (i LineItem) String() string {
+	if int(i) < len(lineItemNames) {
+		return lineItemNames[i]
+	}
+	return "unknown"
+}
+
+// MarshalText writes the item's name into JSON.
+func (i LineItem) MarshalText() ([]byte, error) { return []byte(i.String()), nil }
+
+// Unit is what a line's quantity counts.
+type Unit uint8
+
+// The units of bill lines.
+const (
+	UnitHour Unit = iota + 1
+	UnitMonth
+	UnitGB
+	UnitGiB
+	UnitGBMonth
+)
+
+var unitNames = [...]string{"", "h", "month", "GB", "GiB", "GB-month"}
+
+// String returns the unit's symbol.
+func (u Unit) String() string {
+	if int(u) < len(unitNames) {
+		return unitNames[u]
+	}
+	return "unknown"
+}
+
+// MarshalText writes the unit's symbol into JSON.
+func (u Unit) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// Line is one priced line: Quantity of Unit at Rate, rounded to the cent.
+// Tiered means the quantity spans several price bands and Rate is absent;
+// Unpriced means the catalog has no price for it and Amount is zero.
+type Line struct {
+	Item     LineItem         `json:"item"`
+	Unit     Unit             `json:"unit"`
+	Tiered   bool             `json:"tiered,omitempty"`
+	Unpriced bool             `json:"unpriced,omitempty"`
+	Quantity gpuwarden.Micros `json:"quantity"`
+	Rate     gpuwarden.Micros `json:"rate,omitempty"`
+	Amount   gpuwarden.Cents  `json:"amount"`
+}
+
+// Hours splits the billed hours of one month.
+type Hours struct {
+	Work   float64 `json:"work"`
+	Idle   float64 `json:"idle"`
+	Rework float64 `json:"rework"`
+	// Interruptions is the expected number of spot reclaims in the month.
+	Interruptions float64 `json:"interruptions,omitempty"`
+}
+
+// Billed is every hour the meter runs.
+func (h Hours) Billed() float64 { return h.Work + h.Idle + h.Rework }
+
+// hoursModel derives the month's hours once per plan; only spot differs.
+type hoursModel struct {
+	onDemand Hours
+	spot     Hours
+	// lostPerInterruption is the work redone plus the restart, in hours.
+	lostPerInterruption float64
+}
+
+func newHoursModel(p *gpuwarden.Plan) hoursModel {
+	w := p.WorkHours
+	idle := IdleHours(p, p.OnHours)
+	m := hoursModel{onDemand: Hours{Work: w, Idle: idle}}
+	lost := p.Interruptions.RestartMinutes / 60
+	switch p.Interruptions.Tolerance {
+	case gpuwarden.TolerateCheckpointed:
+		if iv := p.Data.CheckpointIntervalMinutes; iv > 0 {
+			lost += iv / 2 / 60
+		} else {
+			lost += w / sessions(p, p.OnHours) / 2
+		}
+	case gpuwarden.TolerateNone:
+		// An interruption loses the session's work so far: half a session.
+		lost += w / sessions(p, p.OnHours) / 2
+	}
+	n := p.Interruptions.SpotInterruptionsPerDay * (w + idle) / 24
+	m.lostPerInterruption = lost
+	m.spot = Hours{Work: w, Idle: idle, Rework: roundHours(n * lost), Interruptions: math.Round(n*100) / 100}
+	return m
+}
+
+// IdleHours is the time the box bills without working under an on-hours
+// policy: with auto-shutdown, one idle window per session; without it, every
+// hour of the month that is not work ("nobody turns it off").
+func IdleHours(p *gpuwarden.Plan, on gpuwarden.OnHours) float64 {
+	rest := math.Max(p.HoursPerMonth-p.WorkHours, 0)
+	if on.AutoShutdownIdleMinutes <= 0 {
+		return roundHours(rest)
+	}
+	return roundHours(math.Min(sessions(p, on)*on.AutoShutdownIdleMinutes/60, rest))
+}
+
+// sessions is how many times a month work stops (default one per 8 h day).
+func sessions(p *gpuwarden.Plan, on gpuwarden.OnHours) float64 {
+	if on.SessionsPerMonth > 0 {
+		return on.SessionsPerMonth
+	}
+	return math.Max(math.Ceil(p.WorkHours/8), 1)
+}
+
+func roundHours(h float64) float64 { return math.Round(h*100) / 100 }
+
+// fx converts catalog amounts into the plan's currency.
+type fx struct {
+	to    gpuwarden.Currency
+	rates map[gpuwarden.Currency]gpuwarden.Micros
+}
+
+func (f fx) convert(m gpuwarden.Micros, from gpuwarden.Currency) (gpuwarden.Micros, bool) {
+	if from == f.to || from == "" {
+		return m, true
+	}
+	r, ok := f.rates[from]
+	if !ok {
+		return 0, false
+	}
+	return m.Mul(r), true
+}
+
+// EgressQuote prices one volume against a provider's tiers.
+type EgressQuote struct {
+	Amount   gpuwarden.Micros   `json:"amount"`
+	Currency gpuwarden.Currency `json:"currency"`
+	Unit     string             `json:"unit"`
+	Bands    []EgressBand       `json:"bands"`
+}
+
+// EgressBand is the part of the volume that falls in one tier.
+type EgressBand struct {
+	GB     gpuwarden.Micros `json:"gb"`
+	PerGB  gpuwarden.Micros `json:"per_gb"`
+	Amount gpuwarden.Micros `json:"amount"`
+	Source string           `json:"source"`
+}
+
+// PriceEgress prices gb of one scope with the provider's tiers, each band of
+// the volume at its own rate; ok is false when the catalog has no tier.
+func PriceEgress(tiers []gpuwarden.EgressTier, provider string, scope gpuwarden.EgressScope, gb gpuwarden.Micros) (EgressQuote, bool) {
+	var q EgressQuote
+	found := false
+	for _, t := range tiers {
+		if t.Provider != provider || t.Scope != scope {
+			continue
+		}
+		found = true
+		q.Currency, q.Unit = t.Currency, t.Unit
+		if gb <= t.FromGB {
+			continue
+		}
+		top := gb
+		if t.ToGB > 0 && t.ToGB < top {
+			top = t.ToGB
+		}
+		band := EgressBand{GB: top - t.FromGB, PerGB: t.PerGB, Source: t.Source}
+		band.Amount = band.GB.Mul(t.PerGB)
+		q.Amount += band.Amount
+		q.Bands = append(q.Bands, band)
+	}
+	return q, found
+}
+
+// storageRate finds the provider's price for a kind of storage; block and
+// volume stand in for each other because providers name them differently.
+func storageRate(rates []gpuwarden.StorageRate, provider, kind string) (gpuwarden.StorageRate, bool) {
+	kinds := []string{kind}
+	switch kind {
+	case "block":
+		kinds = append(kinds, "volume")
+	case "volume":
+		kinds = append(kinds, "block")
+	}
+	for _, k := range kinds {
+		for _, r := range rates {
+			if r.Provider == provider && containsWord(r.Kind, k) {
+				return r, true
+			}
+		}
+	}
+	return gpuwarden.StorageRate{}, false
+}
+
+func containsWord(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if s[i:i+len(w)] == w && (i == 0 || !isLetter(s[i-1])) && (i+len(w) == len(s) || !isLetter(s[i+len(w)])) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }

@@ -1,0 +1,260 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// split orders the priced candidates and moves those the plan forbids (spot
+// without tolerance, over budget) to the exclusions.
+func (r *Report) split() {
+	order := sortOrder(r.fits)
+	r.order = order
+	r.Ranked = make([]*Candidate, 0, len(r.fits))
+	limit := r.BudgetLimit
+	noSpot := r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone
+	for _, j := range order {
+		c := &r.fits[j]
+		switch {
+		case c.Billing == Spot && noSpot:
+			t := c.Total
+			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: Spot, Reason: ReasonSpot, Total: &t,
+				Message: "interruptions.tolerance is none: a reclaim would lose the work"})
+		case limit > 0 && c.Total > limit:
+			t := c.Total
+			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: &t,
+				Message: fmt.Sprintf("%s a month is over the %s budget", r.Currency.Format(c.Total), r.Currency.Format(limit))})
+		default:
+			c.Rank = len(r.Ranked) + 1
+			r.Ranked = append(r.Ranked, c)
+		}
+	}
+	if len(r.Ranked) == 0 {
+		return
+	}
+	r.Ranked[0].Role = "best"
+	r.Best = r.Ranked[0]
+	if i := planB(r.Ranked); i > 0 {
+		r.Ranked[i].Role = "plan-b"
+		r.PlanB = r.Ranked[i]
+	}
+}
+
+// Packed sort keys: total cents in the top bits, then "not preferred", then
+// the candidate's index. Sorting plain uint64s needs no comparison callback,
+// which is most of the time on 100,000 offers; runs of equal totals are then
+// ordered by compareCandidates.
+const (
+	keyIndexBits = 24
+	keyTotalMax  = 1<<39 - 1
+)
+
+// sortOrder returns the candidates' indices, cheapest first.
+func sortOrder(fits []Candidate) []int32 {
+	order := make([]int32, len(fits))
+	if len(fits) >= 1<<keyIndexBits {
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
+		return order
+	}
+	keys := make([]uint64, len(fits))
+	for i := range fits {
+		c := &fits[i]
+		total := uint64(max(min(int64(c.Total), keyTotalMax), 0))
+		notPreferred := uint64(1)
+		if c.Preferred {
+			notPreferred = 0
+		}
+		keys[i] = total<<(keyIndexBits+1) | notPreferred<<keyIndexBits | uint64(i)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		order[i] = int32(k & (1<<keyIndexBits - 1))
+	}
+	for start := 0; start < len(keys); {
+		end := start + 1
+		for end < len(keys) && keys[end]>>keyIndexBits == keys[start]>>keyIndexBits {
+			end++
+		}
+		if end-start > 1 {
+			slices.SortFunc(order[start:end], func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
+		}
+		start = end
+	}
+	return order
+}
+
+// compareCandidates orders by total, then preferred providers, then by name
+// and the candidate's position in the catalog, so that any two candidates
+// compare unequal and equal totals always print in the same order.
+func compareCandidates(a, b *Candidate) int {
+	if c := cmp.Compare(a.Total, b.Total); c != 0 {
+		return c
+	}
+	if a.Preferred != b.Preferred {
+		if a.Preferred {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(a.Offer.Provider, b.Offer.Provider), cmp.Compare(a.Offer.Region, b.Offer.Region),
+		cmp.Compare(a.Offer.Instance, b.Offer.Instance), cmp.Compare(a.Billing, b.Billing), cmp.Compare(a.seq, b.seq))
+}
+
+// planB is the cheapest row that survives the best one's failure: another
+// provider first (quota and outages are per provider), else another region.
+func planB(ranked []*Candidate) int {
+	best := ranked[0].Offer
+	for i := 1; i < len(ranked); i++ {
+		if ranked[i].Offer.Provider != best.Provider {
+			return i
+		}
+	}
+	for i := 1; i < len(ranked); i++ {
+		if ranked[i].Offer.Region != best.Region {
+			return i
+		}
+	}
+	return -1
+}
+
+// findings turns the numbers into sentences: idle waste, spot verdict,
+// monthly break-even, budget, plan B.
+func (r *Report) findings() {
+	add := func(kind, format string, args ...any) {
+		r.Findings = append(r.Findings, Finding{Kind: kind, Message: fmt.Sprintf(format, args...)})
+	}
+	cur := r.Currency.Format
+	if len(r.fits) == 0 {
+		add("nothing-fits", "no offer in the catalog holds %s GB within the plan's rules; see the exclusions", fmtGB(r.Sizing.NeedGB))
+		return
+	}
+	if r.Best == nil {
+		add("over-budget", "every offer that fits is over the %s budget; the cheapest is %s (%s %s)",
+			cur(r.BudgetLimit), cur(r.fit(0).Total), r.fit(0).Offer.Where(), r.fit(0).Offer.Instance)
+	}
+	r.idleFinding(add)
+	r.spotFinding(add)
+	r.monthlyFinding(add)
+	if r.Best != nil {
+		if r.PlanB == nil {
+			add("no-plan-b", "no plan B: every offer that fits is %s %s; widen providers or regions", r.Best.Offer.Provider, r.Best.Offer.Region)
+		} else {
+			add("plan-b", "plan B is %s %s (%s) at %s, %s more than plan A",
+				r.PlanB.Offer.Where(), r.PlanB.Offer.Instance, r.PlanB.Billing, cur(r.PlanB.Total), cur(r.PlanB.Total-r.Best.Total))
+		}
+		if r.BudgetLimit > 0 {
+			add("budget", "plan A uses %d%% of the %s monthly budget", int64(r.Best.Total)*100/int64(r.BudgetLimit), cur(r.BudgetLimit))
+		}
+	}
+}
+
+// idleFinding prices the idle hours of the reference row (plan A, or the
+// cheapest that fits) and what 30 minutes of auto-shutdown would leave.
+func (r *Report) idleFinding(add func(string, string, ...any)) {
+	ref := r.Best
+	if ref == nil {
+		ref = r.fit(0)
+	}
+	if ref.Billing == Monthly || ref.Hours.Idle <= 0 {
+		return
+	}
+	idle := lineAmount(ref.Lines, ItemIdle)
+	cur := r.Currency.Format
+	if r.plan.OnHours.AutoShutdownIdleMinutes > 0 {
+		add("idle", "auto-shutdown after %g idle minutes leaves %g idle h on the bill (%s)",
+			r.plan.OnHours.AutoShutdownIdleMinutes, ref.Hours.Idle, cur(idle))
+		return
+	}
+	const minutes = 30
+	alt := IdleHours(r.plan, gpuwarden.OnHours{AutoShutdownIdleMinutes: minutes, SessionsPerMonth: r.plan.OnHours.SessionsPerMonth})
+	altAmount := gpuwarden.MulCents(ref.Rate, gpuwarden.MicrosFromFloat(alt))
+	r.IdleSaving = &IdleSaving{IdleHours: ref.Hours.Idle, IdleAmount: idle, WithMinutes: minutes,
+		WithIdleHours: alt, WithIdleAmount: altAmount, Saves: idle - altAmount}
+	add("idle", "nobody turns it off: %g of %g billed h are idle, %s of %s (%d%%); auto-shutdown after %d idle minutes would bill %g idle h (%s) and save %s a month",
+		ref.Hours.Idle, ref.Hours.Billed(), cur(idle), cur(ref.Total), percent(idle, ref.Total), minutes, alt, cur(altAmount), cur(idle-altAmount))
+}
+
+func (r *Report) spotFinding(add func(string, string, ...any)) {
+	var od, sp *Candidate
+	for i := range r.order {
+		c := r.fit(i)
+		if c.Billing == OnDemand && od == nil {
+			od = c
+		}
+		if c.Billing == Spot && sp == nil {
+			sp = c
+		}
+		if od != nil && sp != nil {
+			break
+		}
+	}
+	if sp == nil {
+		add("spot", "no offer that fits has a spot price in the catalog")
+		return
+	}
+	allowed := r.plan.Interruptions.Tolerance != gpuwarden.TolerateNone
+	rework := lineAmount(sp.Lines, ItemRework)
+	v := &SpotVerdict{Spot: sp, OnDemand: od, Rework: rework, Allowed: allowed}
+	cur := r.Currency.Format
+	what := fmt.Sprintf("spot on %s %s costs %s with %s rework (%.2g reclaims × %.2g h lost)",
+		sp.Offer.Where(), sp.Offer.Instance, cur(sp.Total), cur(rework), sp.Hours.Interruptions, r.hours.lostPerInterruption)
+	switch {
+	case od == nil:
+		v.Message = what + "; no on-demand offer fits to compare"
+	case sp.Total < od.Total:
+		v.Saves = od.Total - sp.Total
+		v.Message = fmt.Sprintf("%s: spot saves %s/month after rework against on-demand %s %s (%s)",
+			what, cur(v.Saves), od.Offer.Where(), od.Offer.Instance, cur(od.Total))
+	default:
+		v.Saves = od.Total - sp.Total
+		v.Message = fmt.Sprintf("%s: on-demand is cheaper by %s (%s %s at %s)",
+			what, cur(sp.Total-od.Total), od.Offer.Where(), od.Offer.Instance, cur(od.Total))
+	}
+	if !allowed {
+		v.Message += "; spot is excluded because interruptions.tolerance is none"
+	}
+	r.SpotVerdict = v
+	add("spot", "%s", v.Message)
+}
+
+func (r *Report) monthlyFinding(add func(string, string, ...any)) {
+	for i := range r.order {
+		c := r.fit(i)
+		if c.Billing != Monthly || c.BreakEvenHours == 0 {
+			continue
+		}
+		billed := r.hours.onDemand.Billed()
+		verdict := "hourly is cheaper"
+		if billed > c.BreakEvenHours {
+			verdict = "monthly is cheaper"
+		}
+		add("monthly", "%s %s: the monthly price %s beats its hourly rate above %g billed h/month; this plan bills %g h, so %s",
+			c.Offer.Where(), c.Offer.Instance, r.Currency.Format(gpuwarden.CentsOf(c.Rate)), c.BreakEvenHours, billed, verdict)
+		return
+	}
+}
+
+// fit returns the i-th cheapest priced candidate, budget aside.
+func (r *Report) fit(i int) *Candidate { return &r.fits[r.order[i]] }
+
+func lineAmount(lines []Line, item LineItem) gpuwarden.Cents {
+	for _, l := range lines {
+		if l.Item == item {
+			return l.Amount
+		}
+	}
+	return 0
+}
+
+func percent(part, whole gpuwarden.Cents) int64 {
+	if whole == 0 {
+		return 0
+	}
+	return (int64(part)*100 + int64(whole)/2) / int64(whole)
+}

@@ -1,0 +1,378 @@
+package plan
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+func mustMicros(t testing.TB, s string) gpuwarden.Micros {
+	t.Helper()
+	m, err := gpuwarden.ParseMicros(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSize(t *testing.T) {
+	tests := []struct {
+		name   string
+		w      gpuwarden.Workload
+		want   float64
+		oneGPU bool
+	}{
+		{"qlora 7B", gpuwarden.Workload{Kind: gpuwarden.KindFinetuneQLoRA, ParamsB: 7, Precision: gpuwarden.NF4}, 3.85 + 0.56 + 6, false},
+		{"lora 7B bf16", gpuwarden.Workload{Kind: gpuwarden.KindFinetuneLoRA, ParamsB: 7, Precision: gpuwarden.BF16, AdapterPercent: 1}, 14 + 1.12 + 6, false},
+		{"llama 3.1 8B with 8K KV", gpuwarden.Workload{Kind: gpuwarden.KindInference, ParamsB: 8, Precision: gpuwarden.BF16,
+			Layers: 32, KVHeads: 8, HeadDim: 128, Context: 8192, Batch: 1}, 19.2 + 1.07, false},
+		{"13B int4 no KV", gpuwarden.Workload{Kind: gpuwarden.KindInference, ParamsB: 13, Precision: gpuwarden.INT4}, 7.8, false},
+		{"full 7B adamw", gpuwarden.Workload{Kind: gpuwarden.KindFinetuneFull, ParamsB: 7, Precision: gpuwarden.BF16, Optimizer: "adamw"}, 112 + 6, false},
+		{"pretrain 1B 8-bit adam batch 4", gpuwarden.Workload{Kind: gpuwarden.KindPretrain, ParamsB: 1, Precision: gpuwarden.BF16,
+			Optimizer: "adamw-8bit", Batch: 4}, 10 + 24, false},
+		{"notebook default", gpuwarden.Workload{Kind: gpuwarden.KindNotebook}, 16, true},
+		{"render stated", gpuwarden.Workload{Kind: gpuwarden.KindRender, VRAMGB: 40}, 40, true},
+		{"activations given", gpuwarden.Workload{Kind: gpuwarden.KindFinetuneQLoRA, ParamsB: 65, ActivationsGB: 2}, 35.75 + 5.2 + 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Size(tt.w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.NeedGB != round2(tt.want) || got.OneGPU != tt.oneGPU {
+				t.Errorf("need = %v GB one-gpu %v, want %v GB %v; lines %+v", got.NeedGB, got.OneGPU, round2(tt.want), tt.oneGPU, got.Lines)
+			}
+			var sum float64
+			for _, l := range got.Lines {
+				sum = round2(sum + l.GB)
+			}
+			if sum != got.NeedGB {
+				t.Errorf("lines add up to %v, need says %v", sum, got.NeedGB)
+			}
+		})
+	}
+}
+
+func TestSizeUnknownPrecision(t *testing.T) {
+	_, err := Size(gpuwarden.Workload{Kind: gpuwarden.KindInference, ParamsB: 7, Precision: "int3"})
+	if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+		t.Fatalf("err = %v, want invalid", err)
+	}
+}
+
+func TestSmallestCard(t *testing.T) {
+	gpus := []gpuwarden.GPUSpec{{Model: "T4", VRAMGB: 16}, {Model: "L4", VRAMGB: 24}, {Model: "A100-80GB", VRAMGB: 80},
+		{Model: "H200", VRAMGB: 141}, {Model: "L40S", VRAMGB: 48}}
+	tests := []struct {
+		need   float64
+		oneGPU bool
+		want   string
+	}{
+		{10.41, false, "1× T4 (16 GB)"},
+		{20.27, false, "1× L4 (24 GB)"},
+		{118, false, "1× H200 (141 GB)"},
+		{211, false, "2× H200 (282 GB)"},
+		{300, true, ""},
+		{90, false, "1× H200 (141 GB)"},
+	}
+	for _, tt := range tests {
+		c, ok := Sizing{NeedGB: tt.need, OneGPU: tt.oneGPU}.SmallestCard(gpus)
+		got := ""
+		if ok {
+			got = c.String()
+		}
+		if got != tt.want {
+			t.Errorf("need %v: got %q, want %q", tt.need, got, tt.want)
+		}
+	}
+}
+
+// notebookPlan is the case: an A100 at €3.50/h left on for a 720 h
+// month with 40 h of real work and nobody turning it off.
+func notebookPlan() *gpuwarden.Plan {
+	return &gpuwarden.Plan{
+		Workload:      gpuwarden.Workload{Kind: gpuwarden.KindNotebook},
+		HoursPerMonth: 720, WorkHours: 40,
+		OnHours:       gpuwarden.OnHours{SessionsPerMonth: 20},
+		Data:          gpuwarden.Data{StorageKind: "block"},
+		Interruptions: gpuwarden.Interruptions{Tolerance: gpuwarden.TolerateNone, SpotInterruptionsPerDay: 0.5, RestartMinutes: 10},
+		Budget:        gpuwarden.Budget{MonthlyLimit: 3000 * gpuwarden.MicrosPerUnit, Currency: "EUR"},
+	}
+}
+
+func TestNotebookLeftOn(t *testing.T) {
+	p := notebookPlan()
+	cat := &gpuwarden.Catalog{Offers: []gpuwarden.Offer{{Provider: "hostco", Region: "fra1", Country: "DE", Instance: "a100.1x",
+		GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80, Currency: "EUR", OnDemandHourly: mustMicros(t, "3.50")}}}
+	r, err := Rank(p, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Ranked) != 1 {
+		t.Fatalf("ranked %d, want 1", len(r.Ranked))
+	}
+	c := r.Ranked[0]
+	if got, want := c.Total.Decimal(), "2520.00"; got != want {
+		t.Errorf("total = %s, want %s", got, want)
+	}
+	if got := lineAmount(c.Lines, ItemIdle).Decimal(); got != "2380.00" {
+		t.Errorf("idle = %s, want 2380.00", got)
+	}
+	if r.IdleSaving == nil || r.IdleSaving.WithIdleHours != 10 || r.IdleSaving.Saves.Decimal() != "2345.00" {
+		t.Errorf("idle saving = %+v, want 10 h left and €2,345.00 saved", r.IdleSaving)
+	}
+	if c.Role != "best" || r.PlanB != nil {
+		t.Errorf("role %q plan B %v, want best and none", c.Role, r.PlanB)
+	}
+	if !hasFinding(r, "no-plan-b") || !hasFinding(r, "idle") {
+		t.Errorf("findings = %+v", r.Findings)
+	}
+}
+
+func hasFinding(r *Report, kind string) bool {
+	for _, f := range r.Findings {
+		if f.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func testCatalog(t testing.TB) *gpuwarden.Catalog {
+	m := func(s string) gpuwarden.Micros { return mustMicros(t, s) }
+	return &gpuwarden.Catalog{
+		Offers: []gpuwarden.Offer{
+			{Provider: "aws", Region: "us-east-1", Country: "US", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1, VRAMGBPerGPU: 24,
+				Currency: "USD", OnDemandHourly: m("0.8048"), SpotHourly: m("0.3490")},
+			{Provider: "aws", Region: "eu-central-1", Country: "DE", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1, VRAMGBPerGPU: 24,
+				Currency: "USD", OnDemandHourly: m("0.9"), SpotHourly: m("0.40")},
+			{Provider: "runpod", Region: "US-TX-1", Country: "US", Instance: "1x_A100", GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80,
+				Currency: "USD", OnDemandHourly: m("1.39")},
+			{Provider: "gcp", Region: "asia-east1", Country: "TW", Instance: "a2-highgpu-1g", GPU: "A100-40GB", GPUCount: 1, VRAMGBPerGPU: 40,
+				Currency: "USD", OnDemandHourly: m("3.790142"), SpotHourly: m("0.7563"), Monthly: m("2766.80")},
+			{Provider: "aws", Region: "us-east-1", Country: "US", Instance: "g4dn.xlarge", GPU: "T4", GPUCount: 1, VRAMGBPerGPU: 16,
+				Currency: "USD", OnDemandHourly: m("0.526")},
+			{Provider: "hostco", Region: "fra1", Country: "DE", Instance: "a100.1x", GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80,
+				Currency: "EUR", OnDemandHourly: m("3.50")},
+		},
+		Egress: []gpuwarden.EgressTier{
+			{Provider: "aws", Scope: "internet", FromGB: 0, ToGB: m("10240"), Currency: "USD", PerGB: m("0.09"), Unit: "GiB"},
+			{Provider: "aws", Scope: "internet", FromGB: m("10240"), ToGB: m("51200"), Currency: "USD", PerGB: m("0.085"), Unit: "GiB"},
+			{Provider: "aws", Scope: "inter-region", Currency: "USD", PerGB: m("0.02"), Unit: "GiB"},
+			{Provider: "runpod", Scope: "internet", Currency: "USD", PerGB: 0, Unit: "GB"},
+		},
+		Storage: []gpuwarden.StorageRate{
+			{Provider: "aws", Kind: "object (S3 standard)", Currency: "USD", PerGBMonth: m("0.023")},
+			{Provider: "aws", Kind: "block (EBS gp3)", Currency: "USD", PerGBMonth: m("0.08")},
+			{Provider: "runpod", Kind: "pod volume (running)", Currency: "USD", PerGBMonth: m("0.10")},
+		},
+	}
+}
+
+func finetunePlan() *gpuwarden.Plan {
+	return &gpuwarden.Plan{
+		Workload:      gpuwarden.Workload{Kind: gpuwarden.KindFinetuneQLoRA, ParamsB: 7, Precision: gpuwarden.NF4},
+		HoursPerMonth: 730, WorkHours: 120,
+		OnHours: gpuwarden.OnHours{AutoShutdownIdleMinutes: 30, SessionsPerMonth: 15},
+		Data: gpuwarden.Data{EgressGB: gpuwarden.EgressGB{Internet: 50, InterRegion: 10}, StorageGB: 200, StorageKind: "block",
+			CheckpointIntervalMinutes: 30},
+		Interruptions: gpuwarden.Interruptions{Tolerance: gpuwarden.TolerateCheckpointed, SpotInterruptionsPerDay: 0.5, RestartMinutes: 10},
+		Budget:        gpuwarden.Budget{MonthlyLimit: 500 * gpuwarden.MicrosPerUnit, Currency: "USD"},
+	}
+}
+
+func TestRankFinetune(t *testing.T) {
+	r, err := Rank(finetunePlan(), testCatalog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range r.Ranked {
+		got = append(got, fmt.Sprintf("%s %s %s %s %s", c.Role, c.Offer.Provider, c.Offer.Region, c.Billing, c.Total.Decimal()))
+	}
+	// aws us-east-1 spot L4 at $0.349/h: work 120 h = 41.88, idle 15 × 30 min = 7.5 h = 2.62
+	// (2.6175 rounded half up); reclaims 0.5/day × 127.5 h / 24 = 2.656, each losing
+	// 15 + 10 min → 1.11 h = 0.39; egress 50 GiB × 0.09 = 4.50 and 10 × 0.02 = 0.20;
+	// storage 200 × 0.08 = 16.00. Total 65.59. gcp has no egress or storage rows here,
+	// so its lines are unpriced (0); runpod egress is free, its volume 200 × 0.10.
+	want := []string{
+		"best aws us-east-1 spot 65.59",
+		" aws eu-central-1 spot 72.14",
+		" aws us-east-1 on-demand 87.77",
+		"plan-b gcp asia-east1 spot 97.27",
+		" aws us-east-1 on-demand 123.32",
+		" aws eu-central-1 on-demand 135.45",
+		" runpod US-TX-1 on-demand 197.23",
+		" gcp asia-east1 on-demand 483.25",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("ranking:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	best := r.Ranked[0]
+	if best.Hours.Rework != 1.11 {
+		t.Errorf("rework hours = %v, want 1.11", best.Hours.Rework)
+	}
+	if best.SpotSavings == nil || best.SpotSavings.Decimal() != "57.73" {
+		t.Errorf("spot savings = %v, want 57.73", best.SpotSavings)
+	}
+	reasons := map[Reason]int{}
+	for _, e := range r.Excluded {
+		reasons[e.Reason]++
+	}
+	// The EUR box has no exchange rate; of gcp's three modes only the monthly
+	// one is over the budget.
+	if reasons[ReasonCurrency] != 1 || reasons[ReasonBudget] != 1 || reasons[ReasonTooSmall] != 0 {
+		t.Errorf("exclusions = %v", reasons)
+	}
+	if r.SpotVerdict == nil || !strings.Contains(r.SpotVerdict.Message, "spot saves $22.18/month after rework") {
+		t.Errorf("spot verdict = %+v", r.SpotVerdict)
+	}
+}
+
+func TestRankRules(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*gpuwarden.Plan)
+		best  string
+		count int
+	}{
+		{"no spot without tolerance", func(p *gpuwarden.Plan) { p.Interruptions.Tolerance = gpuwarden.TolerateNone }, "aws us-east-1 on-demand", 5},
+		{"residency DE", func(p *gpuwarden.Plan) { p.Residency.Countries = []string{"DE"} }, "aws eu-central-1 spot", 2},
+		{"region list", func(p *gpuwarden.Plan) { p.Residency.Regions = []string{"runpod:US-TX-1"} }, "runpod US-TX-1 on-demand", 1},
+		{"exclude aws", func(p *gpuwarden.Plan) { p.Providers.Exclude = []string{"aws"} }, "gcp asia-east1 spot", 3},
+		{"tiny budget", func(p *gpuwarden.Plan) { p.Budget.MonthlyLimit = 10 * gpuwarden.MicrosPerUnit }, "", 0},
+		{"eur with rate", func(p *gpuwarden.Plan) {
+			p.Budget.Currency = "EUR"
+			p.Budget.MonthlyLimit = 0
+			p.CurrencyRates = map[gpuwarden.Currency]gpuwarden.Micros{"USD": 920_000}
+		}, "aws us-east-1 spot", 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := finetunePlan()
+			tt.edit(p)
+			r, err := Rank(p, testCatalog(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			best := ""
+			if r.Best != nil {
+				best = r.Best.Offer.Provider + " " + r.Best.Offer.Region + " " + string(r.Best.Billing)
+			}
+			if best != tt.best || len(r.Ranked) != tt.count {
+				t.Errorf("best %q of %d, want %q of %d", best, len(r.Ranked), tt.best, tt.count)
+			}
+		})
+	}
+}
+
+func TestMonthlyBreakEven(t *testing.T) {
+	p := finetunePlan()
+	p.Budget.MonthlyLimit = 0
+	p.Workload = gpuwarden.Workload{Kind: gpuwarden.KindInference, ParamsB: 13, Precision: gpuwarden.BF16} // 31.2 GB: A100 only
+	r, err := Rank(p, testCatalog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Ranked {
+		if c.Billing == Monthly {
+			if c.BreakEvenHours != 730 {
+				t.Errorf("break-even = %v h, want 730 (2766.80 / 3.790142)", c.BreakEvenHours)
+			}
+			if c.Total.Decimal() != "2766.80" { // gcp's egress and storage are unpriced here
+				t.Errorf("monthly total %s, want 2766.80", c.Total.Decimal())
+			}
+		}
+	}
+	if !hasFinding(r, "monthly") {
+		t.Errorf("no monthly finding in %+v", r.Findings)
+	}
+}
+
+func TestPriceEgressTiers(t *testing.T) {
+	tiers := testCatalog(t).Egress
+	tests := []struct {
+		gb, want string
+		bands    int
+	}{
+		{"0", "0", 0},
+		{"100", "9", 1},
+		{"10240", "921.6", 1},
+		{"20000", "1751.2", 2}, // 10240 × 0.09 + 9760 × 0.085
+	}
+	for _, tt := range tests {
+		q, ok := PriceEgress(tiers, "aws", gpuwarden.EgressInternet, mustMicros(t, tt.gb))
+		if !ok || q.Amount.String() != tt.want || len(q.Bands) != tt.bands || q.Unit != "GiB" {
+			t.Errorf("%s GB: got %s in %d bands (%v), want %s in %d", tt.gb, q.Amount, len(q.Bands), ok, tt.want, tt.bands)
+		}
+	}
+	if _, ok := PriceEgress(tiers, "vast", gpuwarden.EgressInternet, 1); ok {
+		t.Error("vast has no tiers but was priced")
+	}
+}
+
+// TestTotalsAddUp prices random plans against a random catalog and checks
+// that every total is exactly the sum of its lines.
+func TestTotalsAddUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cat := randomCatalog(t, rng, 2000)
+	for i := 0; i < 50; i++ {
+		p := finetunePlan()
+		p.WorkHours = float64(1 + rng.IntN(700))
+		p.Data.EgressGB.Internet = float64(rng.IntN(100000)) / 7
+		p.Data.StorageGB = float64(rng.IntN(5000)) / 3
+		p.Budget.MonthlyLimit = 0
+		r, err := Rank(p, cat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range r.Ranked {
+			if c.Total != sum(c.Lines) {
+				t.Fatalf("total %s != sum of lines %s", c.Total.Decimal(), sum(c.Lines).Decimal())
+			}
+		}
+	}
+}
+
+func randomCatalog(tb testing.TB, rng *rand.Rand, n int) *gpuwarden.Catalog {
+	cat := testCatalog(tb)
+	gpus := []struct {
+		name string
+		gb   float64
+	}{{"T4", 16}, {"L4", 24}, {"A100-80GB", 80}, {"H100-SXM", 80}, {"H200", 141}}
+	providers := []string{"aws", "gcp", "runpod", "lambda", "vast"}
+	countries := []string{"US", "DE", "FR", "TW"}
+	cat.Offers = cat.Offers[:0]
+	for i := 0; i < n; i++ {
+		g := gpus[rng.IntN(len(gpus))]
+		o := gpuwarden.Offer{Provider: providers[rng.IntN(len(providers))], Region: fmt.Sprintf("r%d", rng.IntN(20)),
+			Country: countries[rng.IntN(len(countries))], Instance: fmt.Sprintf("i%d", i), GPU: g.name,
+			GPUCount: float64(int(1) << rng.IntN(4)), VRAMGBPerGPU: g.gb, Currency: "USD",
+			OnDemandHourly: gpuwarden.Micros(100_000 + rng.IntN(90_000_000))}
+		if rng.IntN(2) == 0 {
+			o.SpotHourly = o.OnDemandHourly / 3
+		}
+		if rng.IntN(10) == 0 {
+			o.Monthly = o.OnDemandHourly * 600
+		}
+		cat.Offers = append(cat.Offers, o)
+	}
+	return cat
+}
+
+func BenchmarkRank100k(b *testing.B) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+	p := finetunePlan()
+	p.Budget.MonthlyLimit = 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Rank(p, cat); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,415 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// Candidate is one offer under one billing mode, priced for the whole month
+// in the plan's currency. Total is always the sum of Lines.
+type Candidate struct {
+	Offer   *gpuwarden.Offer `json:"offer"`
+	Billing Billing          `json:"billing"`
+	// Rate is per hour, or per month for monthly billing, in the plan's currency.
+	Rate  gpuwarden.Micros `json:"rate"`
+	Hours Hours            `json:"hours"`
+	Lines []Line           `json:"lines"`
+	Total gpuwarden.Cents  `json:"total"`
+	// PerResult is the month's total over the month's results, when a throughput is known.
+	PerResult *PerResult `json:"per_result,omitempty"`
+	// BreakEvenHours, on a monthly row, is the billed hours above which the
+	// monthly price beats the same offer's hourly rate.
+	BreakEvenHours float64 `json:"break_even_hours,omitempty"`
+	// SpotSavings, on a spot row, is the same offer's on-demand total minus
+	// this total: negative when on-demand is cheaper after rework.
+	SpotSavings *gpuwarden.Cents `json:"spot_savings,omitempty"`
+	Preferred   bool             `json:"preferred,omitempty"`
+	Rank        int              `json:"rank,omitempty"`
+	Role        string           `json:"role,omitempty"`
+	seq         int              // order of pricing, the last tie-break
+}
+
+// PerResult is the cost of one result (an epoch, 1,000 requests). Amount
+// keeps six decimals: a fraction of a cent per result still matters at scale.
+type PerResult struct {
+	Unit    string           `json:"unit"`
+	Results float64          `json:"results"`
+	Amount  gpuwarden.Micros `json:"amount"`
+}
+
+// Reason says why an offer was left out of the ranking.
+type Reason string
+
+// The exclusion reasons.
+const (
+	ReasonProvider  Reason = "provider-excluded"
+	ReasonResidency Reason = "outside-residency"
+	ReasonTooSmall  Reason = "too-small"
+	ReasonCurrency  Reason = "no-exchange-rate"
+	ReasonSpot      Reason = "spot-not-tolerated"
+	ReasonBudget    Reason = "over-budget"
+)
+
+// Exclusion is an offer (or one billing mode of it) left out, and why.
+type Exclusion struct {
+	Offer   *gpuwarden.Offer `json:"offer"`
+	Billing Billing          `json:"billing,omitempty"`
+	Reason  Reason           `json:"reason"`
+	Message string           `json:"message"`
+	Total   *gpuwarden.Cents `json:"total,omitempty"`
+}
+
+// Report is the outcome of planning: sizing, the ranked offers with their
+// bills, the exclusions, and findings in words.
+type Report struct {
+	Name          string             `json:"name,omitempty"`
+	Currency      gpuwarden.Currency `json:"currency"`
+	HoursPerMonth float64            `json:"hours_per_month"`
+	WorkHours     float64            `json:"work_hours"`
+	// AutoShutdownIdleMinutes is the plan's policy; 0 means none.
+	AutoShutdownIdleMinutes float64         `json:"auto_shutdown_idle_minutes"`
+	BudgetLimit             gpuwarden.Cents `json:"budget_limit"`
+	Sizing                  Sizing          `json:"sizing"`
+	SmallestCard            *Card           `json:"smallest_card,omitempty"`
+	Ranked                  []*Candidate    `json:"ranked"`
+	Excluded                []Exclusion     `json:"excluded"`
+	Findings                []Finding       `json:"findings"`
+	Warnings                []string        `json:"warnings"`
+	IdleSaving              *IdleSaving     `json:"idle_saving,omitempty"`
+	SpotVerdict             *SpotVerdict    `json:"spot_verdict,omitempty"`
+	Best                    *Candidate      `json:"-"`
+	PlanB                   *Candidate      `json:"-"`
+	fits                    []Candidate     // every priced candidate, budget aside
+	fx                      fx              // for findings
+	plan                    *gpuwarden.Plan // for findings
+	hours                   hoursModel      // for findings
+	cat                     *gpuwarden.Catalog
+	arena                   []Line
+	shared                  map[sharedKey]sharedLines
+	order                   []int32 // indices of fits, cheapest first
+}
+
+// Finding is one conclusion for people, with a stable kind for machines.
+type Finding struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// IdleSaving is what an idle policy costs and what auto-shutdown would save,
+// for the best offer.
+type IdleSaving struct {
+	IdleHours      float64         `json:"idle_hours"`
+	IdleAmount     gpuwarden.Cents `json:"idle_amount"`
+	WithMinutes    float64         `json:"with_auto_shutdown_minutes"`
+	WithIdleHours  float64         `json:"with_idle_hours"`
+	WithIdleAmount gpuwarden.Cents `json:"with_idle_amount"`
+	Saves          gpuwarden.Cents `json:"saves"`
+}
+
+// SpotVerdict compares the cheapest spot and on-demand rows that fit.
+type SpotVerdict struct {
+	OnDemand *Candidate      `json:"-"`
+	Spot     *Candidate      `json:"-"`
+	Saves    gpuwarden.Cents `json:"saves"`
+	Rework   gpuwarden.Cents `json:"rework"`
+	Allowed  bool            `json:"allowed"`
+	Message  string          `json:"message"`
+}
+
+// Rank prices every offer for the plan's month and orders those that fit the
+// workload, the residency rules and the budget, cheapest first.
+func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
+	sz, err := Size(p.Workload)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{
+		Name: p.Name, Currency: p.Budget.Currency, HoursPerMonth: p.HoursPerMonth, WorkHours: p.WorkHours,
+		AutoShutdownIdleMinutes: p.OnHours.AutoShutdownIdleMinutes, BudgetLimit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
+		Sizing: sz, Ranked: []*Candidate{}, Excluded: []Exclusion{}, Findings: []Finding{}, Warnings: []string{},
+		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), cat: cat,
+	}
+	if c, ok := sz.SmallestCard(cat.GPUs); ok {
+		r.SmallestCard = &c
+	}
+	rs := newRules(p)
+	r.fits = make([]Candidate, 0, billingModes(cat.Offers))
+	for i := range cat.Offers {
+		o := &cat.Offers[i]
+		if reason, msg := rs.static(o, sz); reason != "" {
+			r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: reason, Message: msg})
+			continue
+		}
+		r.price(o)
+	}
+	r.split()
+	r.findings()
+	return r, nil
+}
+
+// rules are the plan's filters, prepared once.
+type rules struct {
+	exclude, prefer map[string]bool
+	countries       map[string]bool
+	regions         []string
+	countryText     string
+}
+
+func newRules(p *gpuwarden.Plan) rules {
+	rs := rules{exclude: set(p.Providers.Exclude), prefer: set(p.Providers.Prefer), regions: p.Residency.Regions}
+	if len(p.Residency.Countries) > 0 {
+		rs.countries = set(p.Residency.Countries)
+		rs.countryText = strings.Join(p.Residency.Countries, ", ")
+	}
+	return rs
+}
+
+func set(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func (rs rules) static(o *gpuwarden.Offer, sz Sizing) (Reason, string) {
+	if rs.exclude[o.Provider] {
+		return ReasonProvider, "provider " + o.Provider + " is excluded by the plan"
+	}
+	if rs.countries != nil && !rs.countries[o.Country] {
+		if o.Country == "" {
+			return ReasonResidency, "country of " + o.Provider + " " + o.Region + " is unknown; residency allows " + rs.countryText
+		}
+		return ReasonResidency, o.Country + " is outside the allowed countries (" + rs.countryText + ")"
+	}
+	if len(rs.regions) > 0 && !rs.regionAllowed(o) {
+		return ReasonResidency, o.Provider + ":" + o.Region + " is not in residency.regions"
+	}
+	if f := sz.FitsOffer(*o); !f.OK {
+		return ReasonTooSmall, f.Reason
+	}
+	return "", ""
+}
+
+func (rs rules) regionAllowed(o *gpuwarden.Offer) bool {
+	for _, reg := range rs.regions {
+		prov, name, ok := strings.Cut(reg, ":")
+		if !ok {
+			name, prov = reg, o.Provider
+		}
+		if strings.EqualFold(prov, o.Provider) && strings.EqualFold(name, o.Region) {
+			return true
+		}
+	}
+	return false
+}
+
+// billingModes counts the candidates the offers can expand into, so the
+// slice that holds them is allocated once.
+func billingModes(offers []gpuwarden.Offer) int {
+	n := 0
+	for i := range offers {
+		o := &offers[i]
+		if o.OnDemandHourly > 0 {
+			n++
+		}
+		if o.SpotHourly > 0 {
+			n++
+		}
+		if o.Monthly > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Report) add(c Candidate) {
+	c.seq = len(r.fits)
+	r.fits = append(r.fits, c)
+}
+
+// lines hands out line slices from one shared backing array, so pricing
+// 100,000 offers does not make 300,000 small allocations.
+func (r *Report) lines(n int) []Line {
+	if cap(r.arena)-len(r.arena) < n {
+		r.arena = make([]Line, 0, max(4096, n))
+	}
+	start := len(r.arena)
+	r.arena = r.arena[:start+n]
+	return r.arena[start : start : start+n]
+}
+
+// price expands an offer into its billing modes and prices each one.
+func (r *Report) price(o *gpuwarden.Offer) {
+	shared, ok := r.sharedFor(o)
+	if !ok {
+		r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: ReasonCurrency,
+			Message: fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)})
+		return
+	}
+	preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
+	var onDemandTotal gpuwarden.Cents
+	var hourly gpuwarden.Micros
+	if o.OnDemandHourly > 0 {
+		rate, _ := r.fx.convert(o.OnDemandHourly, o.Currency)
+		c := r.hourly(o, OnDemand, rate, r.hours.onDemand, shared)
+		c.Preferred = preferred
+		onDemandTotal, hourly = c.Total, rate
+		r.add(c)
+	}
+	if o.SpotHourly > 0 {
+		rate, _ := r.fx.convert(o.SpotHourly, o.Currency)
+		c := r.hourly(o, Spot, rate, r.hours.spot, shared)
+		c.Preferred = preferred
+		if o.OnDemandHourly > 0 {
+			s := onDemandTotal - c.Total
+			c.SpotSavings = &s
+		}
+		r.add(c)
+	}
+	if o.Monthly > 0 {
+		rate, _ := r.fx.convert(o.Monthly, o.Currency)
+		lines := r.lines(1 + len(shared))
+		lines = append(lines, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: rate, Amount: gpuwarden.CentsOf(rate)})
+		lines = append(lines, shared...)
+		c := Candidate{Offer: o, Billing: Monthly, Rate: rate, Lines: lines, Total: sum(lines), Preferred: preferred,
+			Hours: Hours{Work: r.plan.WorkHours, Idle: roundHours(r.plan.HoursPerMonth - r.plan.WorkHours)}}
+		if hourly > 0 {
+			c.BreakEvenHours = roundHours(rate.Float() / hourly.Float())
+		}
+		r.perResult(&c)
+		r.add(c)
+	}
+}
+
+func (r *Report) hourly(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h Hours, shared []Line) Candidate {
+	lines := r.lines(3 + len(shared))
+	lines = append(lines, hoursLine(ItemCompute, h.Work, rate))
+	if h.Idle > 0 {
+		lines = append(lines, hoursLine(ItemIdle, h.Idle, rate))
+	}
+	if h.Rework > 0 {
+		lines = append(lines, hoursLine(ItemRework, h.Rework, rate))
+	}
+	lines = append(lines, shared...)
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, Lines: lines, Total: sum(lines)}
+	r.perResult(&c)
+	return c
+}
+
+func hoursLine(item LineItem, h float64, rate gpuwarden.Micros) Line {
+	q := gpuwarden.MicrosFromFloat(h)
+	return Line{Item: item, Quantity: q, Unit: UnitHour, Rate: rate, Amount: gpuwarden.MulCents(rate, q)}
+}
+
+// sharedKey is what the egress and storage lines depend on.
+type sharedKey struct {
+	provider string
+	currency gpuwarden.Currency
+}
+
+type sharedLines struct {
+	lines []Line
+	ok    bool
+}
+
+// sharedFor computes the egress and storage lines once per provider and
+// currency: they do not depend on the instance.
+func (r *Report) sharedFor(o *gpuwarden.Offer) ([]Line, bool) {
+	k := sharedKey{o.Provider, o.Currency}
+	if s, ok := r.shared[k]; ok {
+		return s.lines, s.ok
+	}
+	lines, ok := r.sharedLines(o)
+	if r.shared == nil {
+		r.shared = map[sharedKey]sharedLines{}
+	}
+	r.shared[k] = sharedLines{lines, ok}
+	return lines, ok
+}
+
+// sharedLines are the egress and storage lines, the same for every billing
+// mode of an offer; ok is false when a price cannot be converted.
+func (r *Report) sharedLines(o *gpuwarden.Offer) ([]Line, bool) {
+	if _, ok := r.fx.convert(0, o.Currency); !ok {
+		return nil, false
+	}
+	p := r.plan
+	var lines []Line
+	for _, scope := range gpuwarden.EgressScopes {
+		gb := p.Data.EgressGB.For(scope)
+		if gb <= 0 {
+			continue
+		}
+		l := Line{Item: egressItem(scope), Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGB}
+		q, found := PriceEgress(r.cat.Egress, o.Provider, scope, l.Quantity)
+		if !found {
+			l.Unpriced = true
+		} else {
+			amt, ok := r.fx.convert(q.Amount, q.Currency)
+			if !ok {
+				return nil, false
+			}
+			if q.Unit == "GiB" {
+				l.Unit = UnitGiB
+			}
+			switch len(q.Bands) {
+			case 1:
+				l.Rate, _ = r.fx.convert(q.Bands[0].PerGB, q.Currency)
+			default:
+				l.Tiered = true
+			}
+			l.Amount = gpuwarden.CentsOf(amt)
+		}
+		lines = append(lines, l)
+	}
+	if gb := p.Data.StorageGB; gb > 0 {
+		l := Line{Item: ItemStorage, Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGBMonth}
+		if sr, found := storageRate(r.cat.Storage, o.Provider, p.Data.StorageKind); !found {
+			l.Unpriced = true
+		} else {
+			rate, ok := r.fx.convert(sr.PerGBMonth, sr.Currency)
+			if !ok {
+				return nil, false
+			}
+			l.Rate, l.Amount = rate, gpuwarden.MulCents(rate, l.Quantity)
+		}
+		lines = append(lines, l)
+	}
+	return lines, true
+}
+
+func egressItem(s gpuwarden.EgressScope) LineItem {
+	switch s {
+	case gpuwarden.EgressInterRegion:
+		return ItemEgressInter
+	case gpuwarden.EgressIntraRegion:
+		return ItemEgressIntra
+	}
+	return ItemEgressNet
+}
+
+func sum(lines []Line) gpuwarden.Cents {
+	var t gpuwarden.Cents
+	for _, l := range lines {
+		t += l.Amount
+	}
+	return t
+}
+
+func (r *Report) perResult(c *Candidate) {
+	tp := r.plan.Workload.Throughput
+	per := tp.For(c.Offer.GPU)
+	if per <= 0 {
+		return
+	}
+	results := per * c.Hours.Work
+	c.PerResult = &PerResult{Unit: tp.Unit, Results: results,
+		Amount: gpuwarden.MicrosFromFloat(c.Total.Micros().Float() / results)}
+}
+
+// Plan returns the plan the report was made for.
+func (r *Report) Plan() *gpuwarden.Plan { return r.plan }
