@@ -208,7 +208,10 @@ func mulDivRound(a, b, d int64) int64 {
 		q++
 	}
 	if q > math.MaxInt64 {
-		q = math.MaxInt64
+		if neg {
+			return math.MinInt64
+		}
+		return math.MaxInt64
 	}
 	if neg {
 		return -int64(q)

@@ -67,7 +67,6 @@ type egressReport struct {
 	Note     string             `json:"note,omitempty"`
 	// Residency holds problems with the plan's allowed countries; any makes the exit code 1.
 	Residency []string `json:"residency"`
-	Warnings  []string `json:"warnings"`
 }
 
 func (a *app) egressCommand() *cobra.Command {
@@ -224,7 +223,7 @@ func priceMove(cat *gpuwarden.Catalog, src, dst location, files int, size int64)
 	}
 	return &egressReport{From: src, To: dst, Files: files, Bytes: size, Scope: string(scope), Unit: unit,
 		Quantity: qty, Currency: q.Currency, Bands: nonNilBands(q.Bands), Total: total, Note: note,
-		Residency: []string{}, Warnings: []string{}}, nil
+		Residency: []string{}}, nil
 }
 
 func nonNilBands(b []plan.EgressBand) []plan.EgressBand {

@@ -1,0 +1,126 @@
+package gpuwarden
+
+import (
+	"math"
+	"testing"
+)
+
+func TestParseMicros(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Micros
+		wantErr bool
+	}{
+		{"3.50", 3_500_000, false},
+		{"0.2158", 215_800, false},
+		{"3.790142", 3_790_142, false},
+		{"2766.8", 2_766_800_000, false},
+		{"-1.5", -1_500_000, false},
+		{"+7", 7_000_000, false},
+		{".5", 500_000, false},
+		{"5.", 5_000_000, false},
+		{"1_000", 1_000_000_000, false},
+		{"1.2345670", 1_234_567, false},
+		{"1.2345678", 0, true},
+		{"", 0, true},
+		{".", 0, true},
+		{"1e3", 0, true},
+		{"abc", 0, true},
+		{"99999999999999", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseMicros(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("ParseMicros(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestMicrosString(t *testing.T) {
+	for m, want := range map[Micros]string{3_500_000: "3.5", 215_800: "0.2158", -1_000_000: "-1", 0: "0", 1: "0.000001"} {
+		if got := m.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", m, got, want)
+		}
+	}
+}
+
+func TestMulCents(t *testing.T) {
+	tests := []struct {
+		rate, qty string
+		want      Cents
+	}{
+		{"3.50", "720", 252_000},
+		{"0.349", "7.5", 262},       // 2.6175 rounds half up to 2.62
+		{"0.8048", "730", 58_750},   // 587.504
+		{"3.790142", "120", 45_482}, // 454.81704
+		{"0.005", "1", 1},           // half a cent rounds away from zero
+		{"-0.005", "1", -1},
+		{"0", "1000", 0},
+	}
+	for _, tt := range tests {
+		r, _ := ParseMicros(tt.rate)
+		q, _ := ParseMicros(tt.qty)
+		if got := MulCents(r, q); got != tt.want {
+			t.Errorf("MulCents(%s, %s) = %d, want %d", tt.rate, tt.qty, got, tt.want)
+		}
+	}
+}
+
+func TestMulDivRoundSaturates(t *testing.T) {
+	if got := mulDivRound(math.MaxInt64, math.MaxInt64, 1); got != math.MaxInt64 {
+		t.Errorf("got %d, want saturation at MaxInt64", got)
+	}
+	if got := mulDivRound(math.MaxInt64, -2, 1); got != math.MinInt64 {
+		t.Errorf("got %d, want saturation at MinInt64", got)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	tests := []struct {
+		cur  Currency
+		c    Cents
+		want string
+	}{
+		{"EUR", 252_000, "€2,520.00"},
+		{"USD", 53, "$0.53"},
+		{"USD", -123_456_789, "-$1,234,567.89"},
+		{"CHF", 1200, "CHF 12.00"},
+	}
+	for _, tt := range tests {
+		if got := tt.cur.Format(tt.c); got != tt.want {
+			t.Errorf("%s.Format(%d) = %q, want %q", tt.cur, tt.c, got, tt.want)
+		}
+	}
+	if got := Currency("USD").FormatRate(3_500_000, "h"); got != "$3.50/h" {
+		t.Errorf("FormatRate = %q", got)
+	}
+	if got := Currency("USD").FormatRate(3_790_142, "h"); got != "$3.790142/h" {
+		t.Errorf("FormatRate = %q", got)
+	}
+}
+
+func TestUnmarshalYAMLExact(t *testing.T) {
+	var m Micros
+	for in, want := range map[string]Micros{"3.50": 3_500_000, `"0.1"`: 100_000, "'2'": 2_000_000} {
+		if err := m.UnmarshalYAML([]byte(in)); err != nil || m != want {
+			t.Errorf("UnmarshalYAML(%s) = %d, %v; want %d", in, m, err, want)
+		}
+	}
+}
+
+// FuzzParseMicros checks that whatever parses prints back to the same value.
+func FuzzParseMicros(f *testing.F) {
+	for _, s := range []string{"3.50", "-0.2158", "1_000", ".5", "99999999.999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMicros(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseMicros(m.String())
+		if err != nil || back != m {
+			t.Fatalf("%q → %d → %q → %d, %v", s, m, m.String(), back, err)
+		}
+	})
+}
