@@ -6,15 +6,52 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// Billing is how an offer is paid for.
-type Billing string
+// Billing is how an offer is paid for; a small number, like Role, to keep
+// the 100,000 candidates of a large catalog compact.
+type Billing uint8
 
 // The billing modes a catalog offer can expand into.
 const (
-	OnDemand Billing = "on-demand"
-	Spot     Billing = "spot"
-	Monthly  Billing = "monthly"
+	OnDemand Billing = iota + 1
+	Spot
+	Monthly
 )
+
+var billingNames = [...]string{"", "on-demand", "spot", "monthly"}
+
+// String returns the mode's name: on-demand, spot or monthly.
+func (b Billing) String() string {
+	if int(b) < len(billingNames) {
+		return billingNames[b]
+	}
+	return "unknown"
+}
+
+// MarshalText writes the mode's name into JSON.
+func (b Billing) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// Role marks plan A and plan B among the ranked candidates.
+type Role uint8
+
+// The roles; most candidates have none.
+const (
+	NoRole Role = iota
+	PlanA
+	PlanB
+)
+
+var roleNames = [...]string{"", "best", "plan-b"}
+
+// String returns "best" for plan A, "plan-b", or "".
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return "unknown"
+}
+
+// MarshalText writes the role's name into JSON.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // LineItem names one line of a month's bill. It is a small number, like
 // Unit, so that a Line holds no pointers: the lines of 100,000 offers then
@@ -101,6 +138,8 @@ func (h Hours) Billed() float64 { return h.Work + h.Idle + h.Rework }
 type hoursModel struct {
 	onDemand Hours
 	spot     Hours
+	// monthly is the whole month on: work and the rest of it.
+	monthly Hours
 	// lostPerInterruption is the work redone plus the restart, in hours.
 	lostPerInterruption float64
 }
@@ -108,7 +147,7 @@ type hoursModel struct {
 func newHoursModel(p *gpuwarden.Plan) hoursModel {
 	w := p.WorkHours
 	idle := IdleHours(p, p.OnHours)
-	m := hoursModel{onDemand: Hours{Work: w, Idle: idle}}
+	m := hoursModel{onDemand: Hours{Work: w, Idle: idle}, monthly: Hours{Work: w, Idle: roundHours(math.Max(p.HoursPerMonth-w, 0))}}
 	lost := p.Interruptions.RestartMinutes / 60
 	switch p.Interruptions.Tolerance {
 	case gpuwarden.TolerateCheckpointed:

@@ -28,17 +28,17 @@ func (r *Report) split() {
 			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: &t,
 				Message: fmt.Sprintf("%s a month is over the %s budget", r.Currency.Format(c.Total), r.Currency.Format(limit))})
 		default:
-			c.Rank = len(r.Ranked) + 1
+			c.Rank = int32(len(r.Ranked) + 1)
 			r.Ranked = append(r.Ranked, c)
 		}
 	}
 	if len(r.Ranked) == 0 {
 		return
 	}
-	r.Ranked[0].Role = "best"
+	r.Ranked[0].Role = PlanA
 	r.Best = r.Ranked[0]
 	if i := planB(r.Ranked); i > 0 {
-		r.Ranked[i].Role = "plan-b"
+		r.Ranked[i].Role = PlanB
 		r.PlanB = r.Ranked[i]
 	}
 }
@@ -164,7 +164,7 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 	if ref.Billing == Monthly || ref.Hours.Idle <= 0 {
 		return
 	}
-	idle := lineAmount(ref.Lines, ItemIdle)
+	idle := lineAmount(ref.Lines(), ItemIdle)
 	cur := r.Currency.Format
 	if r.plan.OnHours.AutoShutdownIdleMinutes > 0 {
 		add("idle", "auto-shutdown after %g idle minutes leaves %g idle h on the bill (%s)",
@@ -180,41 +180,32 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 		ref.Hours.Idle, ref.Hours.Billed(), cur(idle), cur(ref.Total), percent(idle, ref.Total), minutes, alt, cur(altAmount), cur(idle-altAmount))
 }
 
+// spotFinding compares spot with on-demand on the same box: the cheapest
+// offer that has both prices, so the verdict is about the market, not about
+// two different cards.
 func (r *Report) spotFinding(add func(string, string, ...any)) {
-	var od, sp *Candidate
+	var sp *Candidate
 	for i := range r.order {
-		c := r.fit(i)
-		if c.Billing == OnDemand && od == nil {
-			od = c
-		}
-		if c.Billing == Spot && sp == nil {
+		if c := r.fit(i); c.Billing == Spot && c.SpotSavings != nil {
 			sp = c
-		}
-		if od != nil && sp != nil {
 			break
 		}
 	}
 	if sp == nil {
-		add("spot", "no offer that fits has a spot price in the catalog")
+		add("spot", "no offer that fits has both a spot and an on-demand price in the catalog")
 		return
 	}
 	allowed := r.plan.Interruptions.Tolerance != gpuwarden.TolerateNone
-	rework := lineAmount(sp.Lines, ItemRework)
-	v := &SpotVerdict{Spot: sp, OnDemand: od, Rework: rework, Allowed: allowed}
+	rework := lineAmount(sp.Lines(), ItemRework)
+	onDemand := sp.Total + *sp.SpotSavings
+	v := &SpotVerdict{Offer: sp.Offer, SpotTotal: sp.Total, OnDemandTotal: onDemand, Saves: *sp.SpotSavings, Rework: rework, Allowed: allowed}
 	cur := r.Currency.Format
-	what := fmt.Sprintf("spot on %s %s costs %s with %s rework (%.2g reclaims × %.2g h lost)",
-		sp.Offer.Where(), sp.Offer.Instance, cur(sp.Total), cur(rework), sp.Hours.Interruptions, r.hours.lostPerInterruption)
-	switch {
-	case od == nil:
-		v.Message = what + "; no on-demand offer fits to compare"
-	case sp.Total < od.Total:
-		v.Saves = od.Total - sp.Total
-		v.Message = fmt.Sprintf("%s: spot saves %s/month after rework against on-demand %s %s (%s)",
-			what, cur(v.Saves), od.Offer.Where(), od.Offer.Instance, cur(od.Total))
-	default:
-		v.Saves = od.Total - sp.Total
-		v.Message = fmt.Sprintf("%s: on-demand is cheaper by %s (%s %s at %s)",
-			what, cur(sp.Total-od.Total), od.Offer.Where(), od.Offer.Instance, cur(od.Total))
+	what := fmt.Sprintf("spot on %s %s costs %s with %s rework (%.2g reclaims × %.2g h lost) against %s on-demand",
+		sp.Offer.Where(), sp.Offer.Instance, cur(sp.Total), cur(rework), sp.Hours.Interruptions, r.hours.lostPerInterruption, cur(onDemand))
+	if v.Saves > 0 {
+		v.Message = fmt.Sprintf("%s: spot saves %s/month after rework", what, cur(v.Saves))
+	} else {
+		v.Message = fmt.Sprintf("%s: on-demand is cheaper by %s", what, cur(-v.Saves))
 	}
 	if !allowed {
 		v.Message += "; spot is excluded because interruptions.tolerance is none"

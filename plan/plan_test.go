@@ -119,13 +119,13 @@ func TestNotebookLeftOn(t *testing.T) {
 	if got, want := c.Total.Decimal(), "2520.00"; got != want {
 		t.Errorf("total = %s, want %s", got, want)
 	}
-	if got := lineAmount(c.Lines, ItemIdle).Decimal(); got != "2380.00" {
+	if got := lineAmount(c.Lines(), ItemIdle).Decimal(); got != "2380.00" {
 		t.Errorf("idle = %s, want 2380.00", got)
 	}
 	if r.IdleSaving == nil || r.IdleSaving.WithIdleHours != 10 || r.IdleSaving.Saves.Decimal() != "2345.00" {
 		t.Errorf("idle saving = %+v, want 10 h left and €2,345.00 saved", r.IdleSaving)
 	}
-	if c.Role != "best" || r.PlanB != nil {
+	if c.Role != PlanA || r.PlanB != nil {
 		t.Errorf("role %q plan B %v, want best and none", c.Role, r.PlanB)
 	}
 	if !hasFinding(r, "no-plan-b") || !hasFinding(r, "idle") {
@@ -228,7 +228,7 @@ func TestRankFinetune(t *testing.T) {
 	if reasons[ReasonCurrency] != 1 || reasons[ReasonBudget] != 1 || reasons[ReasonTooSmall] != 0 {
 		t.Errorf("exclusions = %v", reasons)
 	}
-	if r.SpotVerdict == nil || !strings.Contains(r.SpotVerdict.Message, "spot saves $22.18/month after rework") {
+	if r.SpotVerdict == nil || !strings.Contains(r.SpotVerdict.Message, "against $123.32 on-demand: spot saves $57.73/month after rework") {
 		t.Errorf("spot verdict = %+v", r.SpotVerdict)
 	}
 }
@@ -261,7 +261,7 @@ func TestRankRules(t *testing.T) {
 			}
 			best := ""
 			if r.Best != nil {
-				best = r.Best.Offer.Provider + " " + r.Best.Offer.Region + " " + string(r.Best.Billing)
+				best = r.Best.Offer.Provider + " " + r.Best.Offer.Region + " " + r.Best.Billing.String()
 			}
 			if best != tt.best || len(r.Ranked) != tt.count {
 				t.Errorf("best %q of %d, want %q of %d", best, len(r.Ranked), tt.best, tt.count)
@@ -331,8 +331,8 @@ func TestTotalsAddUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range r.Ranked {
-			if c.Total != sum(c.Lines) {
-				t.Fatalf("total %s != sum of lines %s", c.Total.Decimal(), sum(c.Lines).Decimal())
+			if c.Total != sum(c.Lines()) {
+				t.Fatalf("total %s != sum of lines %s", c.Total.Decimal(), sum(c.Lines()).Decimal())
 			}
 		}
 	}

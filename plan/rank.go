@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,15 +10,18 @@ import (
 )
 
 // Candidate is one offer under one billing mode, priced for the whole month
-// in the plan's currency. Total is always the sum of Lines.
+// in the plan's currency. Total is always the sum of Lines().
 type Candidate struct {
 	Offer   *gpuwarden.Offer `json:"offer"`
 	Billing Billing          `json:"billing"`
 	// Rate is per hour, or per month for monthly billing, in the plan's currency.
-	Rate  gpuwarden.Micros `json:"rate"`
-	Hours Hours            `json:"hours"`
-	Lines []Line           `json:"lines"`
-	Total gpuwarden.Cents  `json:"total"`
+	Rate gpuwarden.Micros `json:"rate"`
+	// Hours points at the plan's hours for this billing mode, shared by all.
+	Hours *Hours `json:"hours"`
+	// shared are the provider's egress and storage lines, the same for
+	// every candidate of that provider; see Lines.
+	shared []Line
+	Total  gpuwarden.Cents `json:"total"`
 	// PerResult is the month's total over the month's results, when a throughput is known.
 	PerResult *PerResult `json:"per_result,omitempty"`
 	// BreakEvenHours, on a monthly row, is the billed hours above which the
@@ -27,9 +31,9 @@ type Candidate struct {
 	// this total: negative when on-demand is cheaper after rework.
 	SpotSavings *gpuwarden.Cents `json:"spot_savings,omitempty"`
 	Preferred   bool             `json:"preferred,omitempty"`
-	Rank        int              `json:"rank,omitempty"`
-	Role        string           `json:"role,omitempty"`
-	seq         int              // order of pricing, the last tie-break
+	Rank        int32            `json:"rank,omitempty"`
+	seq         int32            // order of pricing, the last tie-break
+	Role        Role             `json:"role,omitempty"`
 }
 
 // PerResult is the cost of one result (an epoch, 1,000 requests). Amount
@@ -87,7 +91,7 @@ type Report struct {
 	plan                    *gpuwarden.Plan // for findings
 	hours                   hoursModel      // for findings
 	cat                     *gpuwarden.Catalog
-	arena                   []Line
+	centArena               []gpuwarden.Cents
 	shared                  map[sharedKey]sharedLines
 	order                   []int32 // indices of fits, cheapest first
 }
@@ -109,14 +113,15 @@ type IdleSaving struct {
 	Saves          gpuwarden.Cents `json:"saves"`
 }
 
-// SpotVerdict compares the cheapest spot and on-demand rows that fit.
+// SpotVerdict compares spot with on-demand on the cheapest offer that has both.
 type SpotVerdict struct {
-	OnDemand *Candidate      `json:"-"`
-	Spot     *Candidate      `json:"-"`
-	Saves    gpuwarden.Cents `json:"saves"`
-	Rework   gpuwarden.Cents `json:"rework"`
-	Allowed  bool            `json:"allowed"`
-	Message  string          `json:"message"`
+	Offer         *gpuwarden.Offer `json:"offer"`
+	SpotTotal     gpuwarden.Cents  `json:"spot_total"`
+	OnDemandTotal gpuwarden.Cents  `json:"on_demand_total"`
+	Saves         gpuwarden.Cents  `json:"saves"`
+	Rework        gpuwarden.Cents  `json:"rework"`
+	Allowed       bool             `json:"allowed"`
+	Message       string           `json:"message"`
 }
 
 // Rank prices every offer for the plan's month and orders those that fit the
@@ -227,19 +232,18 @@ func billingModes(offers []gpuwarden.Offer) int {
 }
 
 func (r *Report) add(c Candidate) {
-	c.seq = len(r.fits)
+	c.seq = int32(len(r.fits))
 	r.fits = append(r.fits, c)
 }
 
-// lines hands out line slices from one shared backing array, so pricing
-// 100,000 offers does not make 300,000 small allocations.
-func (r *Report) lines(n int) []Line {
-	if cap(r.arena)-len(r.arena) < n {
-		r.arena = make([]Line, 0, max(4096, n))
+// cents stores v in a shared chunk and returns its address: one allocation
+// per 4,096 spot rows instead of one each.
+func (r *Report) cents(v gpuwarden.Cents) *gpuwarden.Cents {
+	if len(r.centArena) == cap(r.centArena) {
+		r.centArena = make([]gpuwarden.Cents, 0, 4096)
 	}
-	start := len(r.arena)
-	r.arena = r.arena[:start+n]
-	return r.arena[start : start : start+n]
+	r.centArena = append(r.centArena, v)
+	return &r.centArena[len(r.centArena)-1]
 }
 
 // price expands an offer into its billing modes and prices each one.
@@ -255,49 +259,69 @@ func (r *Report) price(o *gpuwarden.Offer) {
 	var hourly gpuwarden.Micros
 	if o.OnDemandHourly > 0 {
 		rate, _ := r.fx.convert(o.OnDemandHourly, o.Currency)
-		c := r.hourly(o, OnDemand, rate, r.hours.onDemand, shared)
+		c := r.candidate(o, OnDemand, rate, &r.hours.onDemand, shared)
 		c.Preferred = preferred
 		onDemandTotal, hourly = c.Total, rate
 		r.add(c)
 	}
 	if o.SpotHourly > 0 {
 		rate, _ := r.fx.convert(o.SpotHourly, o.Currency)
-		c := r.hourly(o, Spot, rate, r.hours.spot, shared)
+		c := r.candidate(o, Spot, rate, &r.hours.spot, shared)
 		c.Preferred = preferred
 		if o.OnDemandHourly > 0 {
-			s := onDemandTotal - c.Total
-			c.SpotSavings = &s
+			c.SpotSavings = r.cents(onDemandTotal - c.Total)
 		}
 		r.add(c)
 	}
 	if o.Monthly > 0 {
 		rate, _ := r.fx.convert(o.Monthly, o.Currency)
-		lines := r.lines(1 + len(shared))
-		lines = append(lines, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: rate, Amount: gpuwarden.CentsOf(rate)})
-		lines = append(lines, shared...)
-		c := Candidate{Offer: o, Billing: Monthly, Rate: rate, Lines: lines, Total: sum(lines), Preferred: preferred,
-			Hours: Hours{Work: r.plan.WorkHours, Idle: roundHours(r.plan.HoursPerMonth - r.plan.WorkHours)}}
+		c := r.candidate(o, Monthly, rate, &r.hours.monthly, shared)
+		c.Preferred = preferred
 		if hourly > 0 {
 			c.BreakEvenHours = roundHours(rate.Float() / hourly.Float())
 		}
-		r.perResult(&c)
 		r.add(c)
 	}
 }
 
-func (r *Report) hourly(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h Hours, shared []Line) Candidate {
-	lines := r.lines(3 + len(shared))
-	lines = append(lines, hoursLine(ItemCompute, h.Work, rate))
-	if h.Idle > 0 {
-		lines = append(lines, hoursLine(ItemIdle, h.Idle, rate))
-	}
-	if h.Rework > 0 {
-		lines = append(lines, hoursLine(ItemRework, h.Rework, rate))
-	}
-	lines = append(lines, shared...)
-	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, Lines: lines, Total: sum(lines)}
+// candidate prices one billing mode. The lines are built on the stack only
+// to add them up: Lines rebuilds them when asked, so ranking 100,000 offers
+// stores no lines at all.
+func (r *Report) candidate(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h *Hours, shared []Line) Candidate {
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, shared: shared}
+	var buf [8]Line
+	c.Total = sum(c.appendLines(buf[:0]))
 	r.perResult(&c)
 	return c
+}
+
+// Lines is the candidate's bill: its hours (or its monthly price), then the
+// provider's egress and storage lines. Total is the sum of their amounts.
+func (c *Candidate) Lines() []Line { return c.appendLines(make([]Line, 0, 3+len(c.shared))) }
+
+func (c *Candidate) appendLines(dst []Line) []Line {
+	if c.Billing == Monthly {
+		dst = append(dst, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: c.Rate,
+			Amount: gpuwarden.CentsOf(c.Rate)})
+		return append(dst, c.shared...)
+	}
+	dst = append(dst, hoursLine(ItemCompute, c.Hours.Work, c.Rate))
+	if c.Hours.Idle > 0 {
+		dst = append(dst, hoursLine(ItemIdle, c.Hours.Idle, c.Rate))
+	}
+	if c.Hours.Rework > 0 {
+		dst = append(dst, hoursLine(ItemRework, c.Hours.Rework, c.Rate))
+	}
+	return append(dst, c.shared...)
+}
+
+// MarshalJSON writes the candidate with its lines, which it does not store.
+func (c *Candidate) MarshalJSON() ([]byte, error) {
+	type fields Candidate
+	return json.Marshal(struct {
+		*fields
+		Lines []Line `json:"lines"`
+	}{(*fields)(c), c.Lines()})
 }
 
 func hoursLine(item LineItem, h float64, rate gpuwarden.Micros) Line {

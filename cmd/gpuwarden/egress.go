@@ -257,7 +257,11 @@ func checkResidency(p *gpuwarden.Plan, src, dst location) []string {
 
 func (r *egressReport) table(w io.Writer, planFile string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Move      %d files, %s bytes = %s %s, from %s to %s\n", r.Files, gpuwarden.GroupDigits(r.Bytes), r.Quantity, r.Unit, r.From, r.To)
+	files := "files"
+	if r.Files == 1 {
+		files = "file"
+	}
+	fmt.Fprintf(&b, "Move      %d %s, %s bytes = %s %s, from %s to %s\n", r.Files, files, gpuwarden.GroupDigits(r.Bytes), r.Quantity, r.Unit, r.From, r.To)
 	scope := r.Scope
 	if r.Note != "" {
 		scope += ": " + r.Note

@@ -45,6 +45,9 @@ default shown); flags set them without asking, and --non-interactive never asks.
 			if err := applyStarterFlags(&s, kind, prec, budget, countries); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("name") && (cmd.Flags().Changed("kind") || cmd.Flags().Changed("params-b")) {
+				s.Name = fmt.Sprintf("%s-%gb", s.Kind, s.ParamsB)
+			}
 			text := s.Render()
 			if _, err := config.Parse("init", text); err != nil {
 				return err

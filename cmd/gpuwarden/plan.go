@@ -119,7 +119,7 @@ func (v planView) money(c gpuwarden.Cents) string { return v.Currency.Format(c) 
 // columns splits a row's lines into the table's four money columns, which
 // add up to its total: compute (or the monthly price), idle + rework, data.
 func columns(c *plan.Candidate) (compute, idle, data gpuwarden.Cents) {
-	for _, l := range c.Lines {
+	for _, l := range c.Lines() {
 		switch l.Item {
 		case plan.ItemCompute, plan.ItemMonthly:
 			compute += l.Amount
@@ -134,7 +134,7 @@ func columns(c *plan.Candidate) (compute, idle, data gpuwarden.Cents) {
 
 // unpriced reports whether a candidate has a line the catalog could not price.
 func unpriced(c *plan.Candidate) bool {
-	for _, l := range c.Lines {
+	for _, l := range c.Lines() {
 		if l.Unpriced {
 			return true
 		}
@@ -146,11 +146,11 @@ func gpus(o *gpuwarden.Offer) string {
 	return strconv.FormatFloat(o.GPUCount, 'f', -1, 64) + "× " + o.GPU
 }
 
-func roleMark(role string) string {
+func roleMark(role plan.Role) string {
 	switch role {
-	case "best":
+	case plan.PlanA:
 		return "A"
-	case "plan-b":
+	case plan.PlanB:
 		return "B"
 	}
 	return ""
@@ -161,7 +161,7 @@ func (v planView) shown(limit int) []*plan.Candidate {
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
 		// Plan B stays visible even when it ranks below the cut.
-		if v.PlanB != nil && v.PlanB.Rank > limit {
+		if v.PlanB != nil && int(v.PlanB.Rank) > limit {
 			rows = append(rows[:limit:limit], v.PlanB)
 		}
 	}
@@ -179,7 +179,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 		anyUnpriced := false
 		for _, c := range v.shown(limit) {
 			compute, idle, data := columns(c)
-			rank := strconv.Itoa(c.Rank)
+			rank := strconv.Itoa(int(c.Rank))
 			if m := roleMark(c.Role); m != "" {
 				rank += " " + m
 			}
@@ -189,7 +189,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 				anyUnpriced = true
 			}
 			rows = append(rows, []string{rank, c.Offer.Provider + " " + c.Offer.Region + " " + c.Offer.Instance,
-				gpus(c.Offer), string(c.Billing), v.money(compute), v.money(idle), v.money(data), total})
+				gpus(c.Offer), c.Billing.String(), v.money(compute), v.money(idle), v.money(data), total})
 		}
 		fitOfferColumn(rows, 1)
 		rightAlign(rows, 4, 5, 6, 7)
@@ -288,7 +288,7 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 	}
 	fmt.Fprintf(b, "\n%s  %s %s · %s · %s\n", title, c.Offer.Where(), c.Offer.Instance, gpus(c.Offer), c.Billing)
 	rows := [][]string{}
-	for _, l := range c.Lines {
+	for _, l := range c.Lines() {
 		rows = append(rows, []string{"  " + l.Item.String(), v.lineDetail(l), v.lineAmount(l)})
 	}
 	rows = append(rows, []string{"  total", "", v.money(c.Total)})
@@ -369,8 +369,8 @@ func (v planView) exclusions(b *strings.Builder) {
 		}
 		e := v.Excluded[first]
 		what := e.Offer.Provider + " " + e.Offer.Region + " " + e.Offer.Instance
-		if e.Billing != "" {
-			what += " (" + string(e.Billing) + ")"
+		if e.Billing != 0 {
+			what += " (" + e.Billing.String() + ")"
 		}
 		lead := "e.g."
 		if reason == plan.ReasonBudget {
@@ -390,7 +390,7 @@ func (v planView) csv(w io.Writer) error {
 	}
 	for _, c := range v.Ranked {
 		var amounts [5]gpuwarden.Cents // compute, idle, rework, egress, storage
-		for _, l := range c.Lines {
+		for _, l := range c.Lines() {
 			switch l.Item {
 			case plan.ItemCompute, plan.ItemMonthly:
 				amounts[0] += l.Amount
@@ -409,8 +409,8 @@ func (v planView) csv(w io.Writer) error {
 			perResult, unit = c.PerResult.Amount.String(), c.PerResult.Unit
 		}
 		o := c.Offer
-		rec := []string{strconv.Itoa(c.Rank), c.Role, o.Provider, o.Region, o.Country, o.Instance, o.GPU,
-			strconv.FormatFloat(o.GPUCount, 'f', -1, 64), string(c.Billing), string(v.Currency), c.Rate.String(),
+		rec := []string{strconv.Itoa(int(c.Rank)), c.Role.String(), o.Provider, o.Region, o.Country, o.Instance, o.GPU,
+			strconv.FormatFloat(o.GPUCount, 'f', -1, 64), c.Billing.String(), string(v.Currency), c.Rate.String(),
 			amounts[0].Decimal(), amounts[1].Decimal(), amounts[2].Decimal(), amounts[3].Decimal(), amounts[4].Decimal(),
 			c.Total.Decimal(), perResult, unit, o.AsOf, o.Source}
 		if err := cw.Write(rec); err != nil {
