@@ -44,9 +44,9 @@ func (r *Report) split() {
 }
 
 // Packed sort keys: total cents in the top bits, then "not preferred", then
-// the candidate's index. Sorting plain uint64s needs no comparison callback,
-// which is most of the time on 100,000 offers; runs of equal totals are then
-// ordered by compareCandidates.
+// the candidate's index, so equal totals keep the catalog's order. Sorting
+// plain uint64s needs no comparison callback, which was most of the time on
+// 100,000 offers.
 const (
 	keyIndexBits = 24
 	keyTotalMax  = 1<<39 - 1
@@ -72,26 +72,44 @@ func sortOrder(fits []Candidate) []int32 {
 		}
 		keys[i] = total<<(keyIndexBits+1) | notPreferred<<keyIndexBits | uint64(i)
 	}
-	slices.Sort(keys)
+	keys = radixSort(keys, make([]uint64, len(keys)))
 	for i, k := range keys {
 		order[i] = int32(k & (1<<keyIndexBits - 1))
-	}
-	for start := 0; start < len(keys); {
-		end := start + 1
-		for end < len(keys) && keys[end]>>keyIndexBits == keys[start]>>keyIndexBits {
-			end++
-		}
-		if end-start > 1 {
-			slices.SortFunc(order[start:end], func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
-		}
-		start = end
 	}
 	return order
 }
 
-// compareCandidates orders by total, then preferred providers, then by name
-// and the candidate's position in the catalog, so that any two candidates
-// compare unequal and equal totals always print in the same order.
+// radixSort sorts keys with eight passes of one byte each, skipping a pass
+// when every key has the same byte there; it returns the sorted slice, which
+// is keys or buf. On 160,000 keys it takes a third of the time of a
+// comparison sort.
+func radixSort(keys, buf []uint64) []uint64 {
+	for shift := uint(0); shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range keys {
+			count[byte(k>>shift)]++
+		}
+		if count[byte(keys[0]>>shift)] == len(keys) {
+			continue
+		}
+		pos := 0
+		for i, n := range count {
+			count[i] = pos
+			pos += n
+		}
+		for _, k := range keys {
+			d := byte(k >> shift)
+			buf[count[d]] = k
+			count[d]++
+		}
+		keys, buf = buf, keys
+	}
+	return keys
+}
+
+// compareCandidates orders by total, then preferred providers, then the
+// catalog's order: the same order as the packed keys, for catalogs too large
+// to pack.
 func compareCandidates(a, b *Candidate) int {
 	if c := cmp.Compare(a.Total, b.Total); c != 0 {
 		return c
@@ -102,8 +120,7 @@ func compareCandidates(a, b *Candidate) int {
 		}
 		return 1
 	}
-	return cmp.Or(cmp.Compare(a.Offer.Provider, b.Offer.Provider), cmp.Compare(a.Offer.Region, b.Offer.Region),
-		cmp.Compare(a.Offer.Instance, b.Offer.Instance), cmp.Compare(a.Billing, b.Billing), cmp.Compare(a.seq, b.seq))
+	return cmp.Compare(a.seq, b.seq)
 }
 
 // planB is the cheapest row that survives the best one's failure: another

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -374,5 +375,39 @@ func BenchmarkRank100k(b *testing.B) {
 		if _, err := Rank(p, cat); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRadixSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 2, 17, 1000, 70000} {
+		keys := make([]uint64, n)
+		for i := range keys {
+			keys[i] = rng.Uint64() >> uint(rng.IntN(64))
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		if got := radixSort(keys, make([]uint64, n)); !slices.Equal(got, want) {
+			t.Fatalf("n=%d: radixSort differs from slices.Sort", n)
+		}
+	}
+}
+
+// TestSortOrderMatchesCompare checks the packed-key sort against the
+// comparison it stands for, ties and preferred providers included.
+func TestSortOrderMatchesCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	o := &gpuwarden.Offer{}
+	fits := make([]Candidate, 5000)
+	for i := range fits {
+		fits[i] = Candidate{Offer: o, Total: gpuwarden.Cents(rng.IntN(300)), Preferred: rng.IntN(3) == 0, seq: int32(i)}
+	}
+	want := make([]int32, len(fits))
+	for i := range want {
+		want[i] = int32(i)
+	}
+	slices.SortFunc(want, func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
+	if got := sortOrder(fits); !slices.Equal(got, want) {
+		t.Fatal("packed-key order differs from compareCandidates")
 	}
 }

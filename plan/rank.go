@@ -248,8 +248,8 @@ func (r *Report) cents(v gpuwarden.Cents) *gpuwarden.Cents {
 
 // price expands an offer into its billing modes and prices each one.
 func (r *Report) price(o *gpuwarden.Offer) {
-	shared, ok := r.sharedFor(o)
-	if !ok {
+	shared := r.sharedFor(o)
+	if !shared.ok {
 		r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: ReasonCurrency,
 			Message: fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)})
 		return
@@ -287,23 +287,26 @@ func (r *Report) price(o *gpuwarden.Offer) {
 // candidate prices one billing mode. The lines are built on the stack only
 // to add them up: Lines rebuilds them when asked, so ranking 100,000 offers
 // stores no lines at all.
-func (r *Report) candidate(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h *Hours, shared []Line) Candidate {
-	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, shared: shared}
-	var buf [8]Line
-	c.Total = sum(c.appendLines(buf[:0]))
+func (r *Report) candidate(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h *Hours, shared sharedLines) Candidate {
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, shared: shared.lines}
+	var buf [3]Line
+	c.Total = sum(c.ownLines(buf[:0])) + shared.total
 	r.perResult(&c)
 	return c
 }
 
 // Lines is the candidate's bill: its hours (or its monthly price), then the
 // provider's egress and storage lines. Total is the sum of their amounts.
-func (c *Candidate) Lines() []Line { return c.appendLines(make([]Line, 0, 3+len(c.shared))) }
+func (c *Candidate) Lines() []Line {
+	return append(c.ownLines(make([]Line, 0, 3+len(c.shared))), c.shared...)
+}
 
-func (c *Candidate) appendLines(dst []Line) []Line {
+// ownLines are the lines that depend on the billing mode: the hours at the
+// rate, or the monthly price.
+func (c *Candidate) ownLines(dst []Line) []Line {
 	if c.Billing == Monthly {
-		dst = append(dst, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: c.Rate,
+		return append(dst, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: c.Rate,
 			Amount: gpuwarden.CentsOf(c.Rate)})
-		return append(dst, c.shared...)
 	}
 	dst = append(dst, hoursLine(ItemCompute, c.Hours.Work, c.Rate))
 	if c.Hours.Idle > 0 {
@@ -312,7 +315,7 @@ func (c *Candidate) appendLines(dst []Line) []Line {
 	if c.Hours.Rework > 0 {
 		dst = append(dst, hoursLine(ItemRework, c.Hours.Rework, c.Rate))
 	}
-	return append(dst, c.shared...)
+	return dst
 }
 
 // MarshalJSON writes the candidate with its lines, which it does not store.
@@ -337,22 +340,24 @@ type sharedKey struct {
 
 type sharedLines struct {
 	lines []Line
+	total gpuwarden.Cents
 	ok    bool
 }
 
 // sharedFor computes the egress and storage lines once per provider and
 // currency: they do not depend on the instance.
-func (r *Report) sharedFor(o *gpuwarden.Offer) ([]Line, bool) {
+func (r *Report) sharedFor(o *gpuwarden.Offer) sharedLines {
 	k := sharedKey{o.Provider, o.Currency}
 	if s, ok := r.shared[k]; ok {
-		return s.lines, s.ok
+		return s
 	}
 	lines, ok := r.sharedLines(o)
 	if r.shared == nil {
 		r.shared = map[sharedKey]sharedLines{}
 	}
-	r.shared[k] = sharedLines{lines, ok}
-	return lines, ok
+	s := sharedLines{lines: lines, total: sum(lines), ok: ok}
+	r.shared[k] = s
+	return s
 }
 
 // sharedLines are the egress and storage lines, the same for every billing
