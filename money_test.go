@@ -124,3 +124,42 @@ func FuzzParseMicros(f *testing.F) {
 		}
 	})
 }
+
+func TestCompareVersions(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"12.10", "12.9", 1}, {"580.159.04", "580.159.4", 0}, {"13.0", "13.0", 0}, {"2.11.0+cu130", "2.11.0", 1},
+		{"9.1", "10.0", -1}, {"1.2.3rc1", "1.2.3rc2", -1}, {"", "1", -1},
+	}
+	for _, tt := range tests {
+		if got := CompareVersions(tt.a, tt.b); got != tt.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestLockDiff(t *testing.T) {
+	l := &Lock{Fields: map[string]LockField{
+		"gpu.model":      {Value: "H100-SXM", Match: MatchExact},
+		"driver.version": {Value: "580.159.04", Match: MatchMajor},
+		"cuda.version":   {Value: "12.8", Match: MatchAtLeast},
+		"os.kernel":      {Value: "6.8.0", Match: MatchIgnore},
+		"cudnn.version":  {Value: "9.1.0", Match: MatchExact},
+	}}
+	got := l.Diff(Facts{"gpu.model": "H200", "driver.version": "580.65.06", "cuda.version": "12.6", "os.kernel": "5.15"})
+	want := []Drift{
+		{Field: "cuda.version", Locked: "12.8", Now: "12.6", Match: MatchAtLeast},
+		{Field: "cudnn.version", Locked: "9.1.0", Now: "", Match: MatchExact},
+		{Field: "gpu.model", Locked: "H100-SXM", Now: "H200", Match: MatchExact},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("drift %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

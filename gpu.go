@@ -1,0 +1,140 @@
+package gpuwarden
+
+import (
+	"context"
+	"time"
+)
+
+// GPU is one device's inventory: what it is and how it is set up. Fields the
+// driver cannot report stay zero.
+type GPU struct {
+	Index int    `json:"index"`
+	UUID  string `json:"uuid"`
+	// Name is what the driver calls it ("NVIDIA H200"); Model is the
+	// canonical name of the GPU table ("H200").
+	Name      string `json:"name"`
+	Model     string `json:"model"`
+	Serial    string `json:"serial,omitempty"`
+	BusID     string `json:"bus_id,omitempty"`
+	VRAMBytes uint64 `json:"vram_bytes"`
+	// ComputeCapability is major.minor, "9.0" on Hopper.
+	ComputeCapability string `json:"compute_capability"`
+	// PCIeGen and PCIeWidth are the link's maximum; the current ones drop at idle.
+	PCIeGen         int     `json:"pcie_gen,omitempty"`
+	PCIeWidth       int     `json:"pcie_width,omitempty"`
+	MIG             bool    `json:"mig"`
+	Persistence     bool    `json:"persistence"`
+	ECC             bool    `json:"ecc"`
+	PowerLimitWatts float64 `json:"power_limit_w,omitempty"`
+}
+
+// Telemetry is one sample of what a GPU is doing.
+type Telemetry struct {
+	Index       int       `json:"index"`
+	Time        time.Time `json:"time"`
+	UtilPercent float64   `json:"util_percent"`
+	// MemUtilPercent is the share of time memory was read or written.
+	MemUtilPercent  float64      `json:"mem_util_percent"`
+	MemUsedBytes    uint64       `json:"mem_used_bytes"`
+	MemTotalBytes   uint64       `json:"mem_total_bytes"`
+	PowerWatts      float64      `json:"power_w"`
+	TempC           float64      `json:"temp_c"`
+	SMClockMHz      int          `json:"sm_clock_mhz"`
+	MemClockMHz     int          `json:"mem_clock_mhz"`
+	ThrottleReasons []string     `json:"throttle_reasons,omitempty"`
+	Processes       []GPUProcess `json:"processes,omitempty"`
+}
+
+// GPUProcess is a process holding memory on a GPU.
+type GPUProcess struct {
+	PID       int    `json:"pid"`
+	Name      string `json:"name,omitempty"`
+	UsedBytes uint64 `json:"used_bytes"`
+}
+
+// Health is a GPU's error counters: what says a card is sick before a job
+// finds out.
+type Health struct {
+	Index int `json:"index"`
+	// ECC uncorrected errors since the driver loaded (volatile) and over the
+	// card's life (aggregate).
+	ECCVolatileUncorrected  uint64 `json:"ecc_volatile_uncorrected"`
+	ECCAggregateUncorrected uint64 `json:"ecc_aggregate_uncorrected"`
+	// Row remapping (A100 and later): pending needs a reset, failed needs an RMA.
+	RemapPending bool `json:"remap_pending"`
+	RemapFailed  bool `json:"remap_failed"`
+	// RetiredPages is page retirement on older cards (before A100).
+	RetiredPages int        `json:"retired_pages"`
+	XIDs         []XIDEvent `json:"xids,omitempty"`
+}
+
+// XIDEvent is one Xid error the driver reported for a GPU.
+type XIDEvent struct {
+	Index int       `json:"index"`
+	XID   uint64    `json:"xid"`
+	Time  time.Time `json:"time"`
+}
+
+// Faulty reports whether the counters say the card must not be trusted.
+func (h Health) Faulty() bool {
+	return h.ECCVolatileUncorrected > 0 || h.RemapFailed || h.RemapPending || len(h.XIDs) > 0
+}
+
+// Driver is the host's NVIDIA driver.
+type Driver struct {
+	// Version is the kernel driver, "580.159.04".
+	Version string `json:"version"`
+	// CUDAVersion is the newest CUDA the driver supports, "13.0".
+	CUDAVersion string `json:"cuda_version"`
+	NVMLVersion string `json:"nvml_version,omitempty"`
+}
+
+// GPUs reads the devices of one host: the real ones through NVML, or
+// simulated ones. Every method honours the context's deadline; a backend
+// that cannot interrupt a hung driver call returns when the deadline passes
+// and leaves the call behind.
+type GPUs interface {
+	Driver(ctx context.Context) (Driver, error)
+	List(ctx context.Context) ([]GPU, error)
+	Sample(ctx context.Context, index int) (Telemetry, error)
+	Health(ctx context.Context, index int) (Health, error)
+	Close() error
+}
+
+// ProbeRequest asks for the live checks of one GPU: a context, an
+// allocation, a pattern fill and verify, host↔device copies and a short
+// device-to-device bandwidth run.
+type ProbeRequest struct {
+	Index      int    `json:"index"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+	// Seed picks the fill pattern; verify recomputes it from the same seed.
+	Seed uint64 `json:"seed"`
+	// VerifySeed, when non-zero, verifies against another seed: a planted
+	// fault that must make every word count as an error.
+	VerifySeed uint64 `json:"verify_seed,omitempty"`
+}
+
+// ProbeResult is what the live checks of one GPU found.
+type ProbeResult struct {
+	Index int `json:"index"`
+	// Timings of each step, in seconds.
+	InitSeconds   float64 `json:"init_s"`
+	AllocSeconds  float64 `json:"alloc_s"`
+	KernelSeconds float64 `json:"kernel_s"`
+	// Words checked and words that did not hold the pattern.
+	VerifiedWords uint64 `json:"verified_words"`
+	VerifyErrors  uint64 `json:"verify_errors"`
+	// FirstBadOffset is the byte offset of the first wrong word, when any.
+	FirstBadOffset uint64 `json:"first_bad_offset,omitempty"`
+	// Bandwidths in GB/s (10^9 bytes): host to device, device to host, and
+	// device copy counting read plus write.
+	HostToDeviceGBs   float64 `json:"h2d_gbs"`
+	DeviceToHostGBs   float64 `json:"d2h_gbs"`
+	DeviceCopyGBs     float64 `json:"device_copy_gbs"`
+	CUDADriverVersion string  `json:"cuda_driver_version,omitempty"`
+}
+
+// Prober runs the live checks on a GPU: real CUDA kernels, or a simulation.
+type Prober interface {
+	Probe(ctx context.Context, req ProbeRequest) (ProbeResult, error)
+}
