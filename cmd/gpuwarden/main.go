@@ -51,15 +51,42 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if !a.started {
 		var ae *gpuwarden.Error
-		if !errors.As(err, &ae) {
+		var ee *exitError
+		if !errors.As(err, &ae) && !errors.As(err, &ee) {
 			err = &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: err.Error(), Hint: "see " + root.Name() + " --help"}
 		}
 	}
 	return a.report(err)
 }
 
+// exitError is a result that sets its own exit code: canary's codes are its
+// own (see its help). A nil err prints nothing.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
 // report prints the error and its hint once, and picks the exit code.
 func (a *app) report(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(a.stderr, "error: %s\n", ee.err)
+			if h := gpuwarden.ErrorHint(ee.err); h != "" {
+				fmt.Fprintf(a.stderr, "hint: %s\n", h)
+			}
+		}
+		return ee.code
+	}
 	code := gpuwarden.ErrorCodeOf(err)
 	if code != gpuwarden.EFinding {
 		fmt.Fprintf(a.stderr, "error: %s\n", err)
@@ -91,7 +118,8 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "gpuwarden",
 		Short: "Ship the work, not the surprises: plan, check and guard rented GPUs",
 		Long: `gpuwarden covers the whole GPU rental: size the card and price the full month
-before renting (plan, offers, egress), and more commands as they land.
+before renting (plan, offers, egress); record the stack and check every new
+box against it in about a second (lock, canary); more commands as they land.
 
 ` + exitCodesHelp,
 		Example: `  gpuwarden init > gpuwarden.yaml
@@ -127,7 +155,8 @@ before renting (plan, offers, egress), and more commands as they land.
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
 	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
 	_ = root.PersistentFlags().MarkHidden("now")
-	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand())
+	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
+		a.lockCommand(), a.canaryCommand(), a.probeCommand())
 	return root
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -404,5 +405,106 @@ func TestReadmeIsTrue(t *testing.T) {
 	}
 	if checked < 3 {
 		t.Errorf("checked %d README commands, want at least 3", checked)
+	}
+}
+
+func TestCanaryWithoutDriver(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("this host has an NVIDIA driver")
+	}
+	dir := t.TempDir()
+	r := gw(t, dir, "canary", "--no-frameworks")
+	if r.code != 3 || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q; want 3 and nothing on stdout", r.code, r.stdout)
+	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "no NVIDIA driver") {
+		t.Errorf("stderr should be one clear sentence, got %q", r.stderr)
+	}
+	r = gw(t, dir, "canary", "--no-frameworks", "--cpu-ok")
+	if r.code != 0 {
+		t.Errorf("--cpu-ok: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestLockThenCanary(t *testing.T) {
+	dir := t.TempDir()
+	r := gw(t, dir, "lock", "--simulate", "2xH100", "--no-frameworks")
+	if r.code != 0 {
+		t.Fatalf("lock: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "gpuwarden.lock"))
+	if err != nil || !strings.Contains(string(lock), "gpu.model") {
+		t.Fatalf("lock file: %v\n%s", err, lock)
+	}
+	tests := []struct {
+		spec   string
+		code   int
+		output string
+	}{
+		{"2xH100", 0, "Verdict   OK (exit 0)"},
+		{"2xH200", 1, "gpu.model"},
+		{"1xH100,fault=xid", 2, "Xid 79"},
+		{"2xH100,fault=verify@1", 2, "words wrong"},
+		{"2xH100,fault=ecc", 2, "uncorrected ECC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			r := gw(t, dir, "canary", "--simulate", tt.spec, "--no-frameworks")
+			if r.code != tt.code || !strings.Contains(r.stdout, tt.output) {
+				t.Errorf("exit %d, want %d with %q:\n%s%s", r.code, tt.code, tt.output, r.stdout, r.stderr)
+			}
+		})
+	}
+	r = gw(t, dir, "canary", "--simulate", "2xH200", "--no-frameworks", "-o", "json")
+	var got struct {
+		Verdict string `json:"verdict"`
+		Drift   []struct {
+			Field, Locked, Now string
+		} `json:"drift"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range got.Drift {
+		found = found || (d.Field == "gpu.model" && d.Locked == "H100-SXM" && d.Now == "H200")
+	}
+	if got.Verdict != "drift" || !found {
+		t.Errorf("json verdict %q drift %+v, want gpu.model H100-SXM → H200", got.Verdict, got.Drift)
+	}
+}
+
+// TestCanaryHang plants a driver call that never returns: the canary must
+// come back within --timeout + 1 s and say what hung.
+func TestCanaryHang(t *testing.T) {
+	dir := t.TempDir()
+	for _, spec := range []string{"1xH100,fault=hang", "1xH100,fault=nvml-hang"} {
+		t.Run(spec, func(t *testing.T) {
+			start := time.Now()
+			r := gw(t, dir, "canary", "--simulate", spec, "--no-frameworks", "--timeout", "2s")
+			took := time.Since(start)
+			if r.code != 2 || took > 3*time.Second {
+				t.Errorf("exit %d after %v, want 2 within 3 s:\n%s%s", r.code, took, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout, "hung") && !strings.Contains(r.stdout, "timed out") {
+				t.Errorf("the report does not say the call hung:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+func TestCanaryUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"canary", "--alloc", "0"}, {"canary", "--bogus"}, {"canary", "extra"}, {"canary", "--simulate", "3xB999"}} {
+		if r := gw(t, dir, args...); r.code != 4 {
+			t.Errorf("%v: exit %d, want 4 (usage)\n%s", args, r.code, r.stderr)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gpuwarden.lock"), []byte("version: 1\nfields:\n  gpu.model: {value: H100, match: exactly}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := gw(t, dir, "canary", "--simulate", "1xH100", "--no-frameworks")
+	if r.code != 4 || !strings.Contains(r.stderr, "gpuwarden.lock:3:") {
+		t.Errorf("bad lock: exit %d, want 4 naming gpuwarden.lock:3:\n%s", r.code, r.stderr)
 	}
 }

@@ -1,0 +1,632 @@
+package canary
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// LockVersion is the lock format this package writes and reads; ReadLock
+// refuses any other rather than guess at fields it does not know.
+const LockVersion = 1
+
+// MaxLockSize is the largest lock file ReadLock accepts; a lock lists a few
+// dozen facts, so anything bigger is the wrong file.
+const MaxLockSize = 1 << 20
+
+// lockHeader tells a reviewer what the file is and how to change a check
+// without reading the code.
+const lockHeader = `# gpuwarden.lock: the software stack a job was proven on. "gpuwarden lock"
+# recorded it; "gpuwarden canary" checks it on every new box.
+#
+# Each field is a fact of the recorded box and a match rule that says how
+# strictly another box must agree. To relax or tighten a check, edit its
+# rule, for example:
+#   driver.version: {value: "580.159.04", match: at-least}
+# Rules: exact (the same value), same-major (the same part before the first
+# dot), at-least (this version or newer), ignore (recorded, never checked).
+# Delete a line to stop checking that fact.
+`
+
+// NewLock records facts as a version 1 lock, each with its DefaultMatch.
+// The time is kept in UTC to the second, as the file shows it.
+func NewLock(f gpuwarden.Facts, host string, now time.Time) *gpuwarden.Lock {
+	l := &gpuwarden.Lock{Version: LockVersion, Created: now.UTC().Truncate(time.Second), Host: host,
+		Fields: make(map[string]gpuwarden.LockField, len(f))}
+	for k, v := range f {
+		l.Fields[k] = gpuwarden.LockField{Value: v, Match: DefaultMatch(k)}
+	}
+	return l
+}
+
+// WriteLock writes l as gpuwarden.lock: a comment header, then version,
+// created, host and one field per line, sorted, so that two locks diff line
+// by line. Values are always quoted so that "13.0" stays text. It refuses a
+// lock that ReadLock would refuse, so that a written file always reads back.
+func WriteLock(w io.Writer, l *gpuwarden.Lock) error {
+	if l == nil {
+		return errors.New("write lock: no lock")
+	}
+	if l.Version != LockVersion {
+		return fmt.Errorf("write lock: version %d: only version %d can be written", l.Version, LockVersion)
+	}
+	keys := make([]string, 0, len(l.Fields))
+	for k, f := range l.Fields {
+		if k == "" {
+			return errors.New("write lock: a field has no name")
+		}
+		if !f.Match.Valid() {
+			return fmt.Errorf("write lock: field %s: unknown rule %q", k, f.Match)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	var b bytes.Buffer
+	b.WriteString(lockHeader)
+	fmt.Fprintf(&b, "version: %d\n", l.Version)
+	fmt.Fprintf(&b, "created: %s\n", l.Created.UTC().Format(time.RFC3339Nano))
+	if l.Host != "" {
+		fmt.Fprintf(&b, "host: %s\n", quote(l.Host))
+	}
+	if len(keys) == 0 {
+		b.WriteString("fields: {}\n")
+	} else {
+		b.WriteString("fields:\n")
+	}
+	for _, k := range keys {
+		f := l.Fields[k]
+		fmt.Fprintf(&b, "  %s: {value: %s, match: %s}\n", yamlKey(k), quote(f.Value), f.Match)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write lock: %w", err)
+	}
+	return nil
+}
+
+var (
+	plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_./-]*$`)
+	// yamlWords are plain scalars YAML reads as something other than text.
+	yamlWords = map[string]bool{"true": true, "false": true, "null": true, "yes": true, "no": true, "on": true,
+		"off": true, "y": true, "n": true}
+)
+
+// yamlKey writes a fact key plain when YAML reads it back as the same text,
+// and quoted otherwise.
+func yamlKey(k string) string {
+	if plainKey.MatchString(k) && !yamlWords[strings.ToLower(k)] {
+		return k
+	}
+	return quote(k)
+}
+
+// quote writes s as a YAML double-quoted scalar on one line: printable
+// characters as they are, everything else escaped. Invalid UTF-8, which YAML
+// cannot hold, becomes U+FFFD.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == utf8.RuneError || r == '\ufeff' || !unicode.IsPrint(r):
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// rulesHint lists the match rules for error hints.
+var rulesHint = func() string {
+	names := make([]string, len(gpuwarden.Matches))
+	for i, m := range gpuwarden.Matches {
+		names[i] = string(m)
+	}
+	return "use one of: " + strings.Join(names, ", ")
+}()
+
+const relockHint = "record a new lock with: gpuwarden lock"
+
+// ReadLock decodes a lock file's contents. It is strict, because a lock
+// that silently checks less than its author meant is worse than none:
+// unknown keys, values that are not text, unknown rules and versions other
+// than 1 are errors. Every error is an EInvalid *gpuwarden.Error whose
+// message reads NAME:LINE:COL: FIELD: what is wrong; name is used only in
+// messages (usually the path).
+func ReadLock(name string, data []byte) (*gpuwarden.Lock, error) {
+	if len(data) > MaxLockSize {
+		return nil, (&fieldError{at: pos{1, 1}, msg: fmt.Sprintf("lock file is larger than %d KiB", MaxLockSize>>10),
+			hint: "a lock lists a few dozen facts; check that this is the right file"}).toError(name)
+	}
+	// Editors on Windows save a byte-order mark the parser would read as
+	// part of the first key.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	// Duplicate keys are let through the parser and caught by the reader,
+	// which knows the field's path and both positions.
+	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	if err != nil {
+		return nil, syntaxError(err).toError(name)
+	}
+	body, fe := documentBody(file)
+	if fe == nil {
+		var l *gpuwarden.Lock
+		if l, fe = readLock(body); fe == nil {
+			return l, nil
+		}
+	}
+	return nil, fe.toError(name)
+}
+
+// pos is a 1-based line and column in the lock file.
+type pos struct{ line, col int }
+
+// fieldError is a problem with one field, before the file name is known.
+type fieldError struct {
+	at    pos
+	field string // dotted path; "" for the document as a whole
+	msg   string
+	hint  string
+}
+
+// toError renders the one message format of every lock error:
+// NAME:LINE:COL: FIELD: what is wrong.
+func (fe *fieldError) toError(name string) *gpuwarden.Error {
+	msg := oneLine(fe.msg)
+	if fe.field != "" {
+		msg = fe.field + ": " + msg
+	}
+	at := fe.at
+	if at.line < 1 || at.col < 1 {
+		at = pos{1, 1}
+	}
+	return &gpuwarden.Error{Code: gpuwarden.EInvalid,
+		Message: fmt.Sprintf("%s:%d:%d: %s", name, at.line, at.col, msg), Hint: fe.hint}
+}
+
+// syntaxError converts a parser error; the library's own Error() appends a
+// multi-line source excerpt, so only its message and position are kept.
+func syntaxError(err error) *fieldError {
+	fe := &fieldError{at: pos{1, 1}, field: "syntax error", msg: err.Error(),
+		hint: "fix the YAML near here, or " + relockHint}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		fe.msg = ye.GetMessage()
+		if p := tokenPos(ye.GetToken()); p.line > 0 && p.col > 0 {
+			fe.at = p
+		}
+	}
+	if strings.Contains(fe.msg, "'\t'") || strings.Contains(fe.msg, "tab character") {
+		fe.hint = "indent with spaces; YAML does not allow tabs for indentation"
+	}
+	return fe
+}
+
+// documentBody returns the body of the one document in file.
+func documentBody(file *ast.File) (ast.Node, *fieldError) {
+	var body ast.Node
+	for _, doc := range file.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		switch doc.Body.(type) {
+		case *ast.NullNode, *ast.DirectiveNode, *ast.CommentGroupNode, *ast.CommentNode:
+			continue
+		}
+		if body != nil {
+			at := posOr(doc.Body, pos{1, 1})
+			if doc.Start != nil {
+				at = tokenPos(doc.Start)
+			}
+			return nil, &fieldError{at: at, msg: "lock file holds more than one YAML document",
+				hint: "keep one lock per file: remove the second \"---\" and what follows it"}
+		}
+		body = doc.Body
+	}
+	if body == nil {
+		return nil, &fieldError{at: pos{1, 1}, msg: "lock file is empty", hint: relockHint}
+	}
+	return body, nil
+}
+
+// readLock reads the top-level mapping.
+func readLock(body ast.Node) (*gpuwarden.Lock, *fieldError) {
+	if fe := plain("", body, pos{1, 1}); fe != nil {
+		return nil, fe
+	}
+	kvs, ok := pairs(body)
+	if !ok {
+		return nil, &fieldError{at: posOr(body, pos{1, 1}),
+			msg:  "lock file must be a mapping with version:, created:, host: and fields:, not " + describe(body),
+			hint: relockHint}
+	}
+	l := &gpuwarden.Lock{}
+	seen := map[string]pos{}
+	for _, kv := range kvs {
+		key, keyAt, fe := readKey("", kv)
+		if fe != nil {
+			return nil, fe
+		}
+		if first, dup := seen[key]; dup {
+			return nil, duplicate(fieldPath("", key), keyAt, first)
+		}
+		seen[key] = keyAt
+		switch key {
+		case "version":
+			fe = readVersion(kv.Value, keyAt, l)
+		case "created":
+			fe = readCreated(kv.Value, keyAt, l)
+		case "host":
+			if !isNull(kv.Value) {
+				l.Host, fe = readText("host", kv.Value, keyAt)
+			}
+		case "fields":
+			l.Fields, fe = readFields(kv.Value, keyAt)
+		default:
+			fe = &fieldError{at: keyAt, field: fieldPath("", key), msg: "unknown field",
+				hint: "a lock holds version, created, host and fields"}
+		}
+		if fe != nil {
+			return nil, fe
+		}
+	}
+	start := posOr(body, pos{1, 1})
+	if _, ok := seen["version"]; !ok {
+		return nil, &fieldError{at: start, field: "version", msg: "missing",
+			hint: fmt.Sprintf("a lock file says which format it is in: version: %d", LockVersion)}
+	}
+	if _, ok := seen["fields"]; !ok {
+		return nil, &fieldError{at: start, field: "fields", msg: "missing",
+			hint: "a lock lists its facts under fields:; " + relockHint}
+	}
+	return l, nil
+}
+
+func readVersion(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
+	if fe := plain("version", n, keyAt); fe != nil {
+		return fe
+	}
+	i, ok := n.(*ast.IntegerNode)
+	if s, isStr := n.(*ast.StringNode); isStr && !ok && s.Token != nil && s.Token.Type == token.StringType && wholeNumber.MatchString(s.Value) {
+		// Digits beyond 64 bits are no number to the parser, yet a version.
+		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "unsupported version " + clip(s.Value),
+			hint: fmt.Sprintf("this gpuwarden reads lock files of version %d; upgrade gpuwarden, or %s", LockVersion, relockHint)}
+	}
+	if !ok {
+		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "must be a whole number, not " + describe(n),
+			hint: fmt.Sprintf("write version: %d", LockVersion)}
+	}
+	// A version too large for int64 is only ever newer.
+	v, newer := int64(-1), true
+	switch x := i.Value.(type) {
+	case int64:
+		v, newer = x, x > LockVersion
+	case uint64:
+		if x <= LockVersion {
+			v, newer = int64(x), false
+		}
+	}
+	if v != LockVersion {
+		hint := fmt.Sprintf("this gpuwarden reads lock files of version %d; %s", LockVersion, relockHint)
+		if newer {
+			hint = fmt.Sprintf("this gpuwarden reads lock files of version %d; upgrade gpuwarden, or %s", LockVersion, relockHint)
+		}
+		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "unsupported version " + clip(i.GetToken().Value), hint: hint}
+	}
+	l.Version = int(v)
+	return nil
+}
+
+var wholeNumber = regexp.MustCompile(`^[0-9]+$`)
+
+// createdExample is how an error shows a valid time.
+const createdExample = "2026-11-29T10:00:00Z"
+
+func readCreated(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
+	if fe := plain("created", n, keyAt); fe != nil {
+		return fe
+	}
+	bad := &fieldError{at: posOr(n, keyAt), field: "created", msg: "must be an RFC 3339 time such as " + createdExample + ", not " + describe(n),
+		hint: "write the time in UTC as " + createdExample}
+	s, ok := n.(*ast.StringNode)
+	if !ok {
+		return bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.Value)
+	if err != nil {
+		return bad
+	}
+	l.Created = t.UTC()
+	return nil
+}
+
+// readFields reads the facts, one mapping of value and match each.
+func readFields(n ast.Node, keyAt pos) (map[string]gpuwarden.LockField, *fieldError) {
+	if fe := plain("fields", n, keyAt); fe != nil {
+		return nil, fe
+	}
+	kvs, ok := pairs(n)
+	if !ok {
+		at := posOr(n, keyAt)
+		if isNull(n) {
+			at = keyAt // an empty value's position is wherever the parser gave up
+		}
+		return nil, &fieldError{at: at, field: "fields", msg: "must be a mapping of facts, not " + describe(n),
+			hint: `write one fact per line, indented: driver.version: {value: "580.159.04", match: same-major}; fields: {} checks nothing`}
+	}
+	out := make(map[string]gpuwarden.LockField, len(kvs))
+	seen := map[string]pos{}
+	for _, kv := range kvs {
+		key, at, fe := readKey("fields", kv)
+		if fe != nil {
+			return nil, fe
+		}
+		path := fieldPath("fields", key)
+		if key == "" {
+			return nil, &fieldError{at: at, field: path, msg: "a fact needs a name",
+				hint: "name the fact before the colon, as in driver.version:"}
+		}
+		if first, dup := seen[key]; dup {
+			return nil, duplicate(path, at, first)
+		}
+		seen[key] = at
+		f, fe := readField(path, kv.Value, at)
+		if fe != nil {
+			return nil, fe
+		}
+		out[key] = f
+	}
+	return out, nil
+}
+
+// fieldHint shows the shape of one field.
+const fieldHint = `write a fact as {value: "580.159.04", match: same-major}`
+
+// readField reads {value: "...", match: RULE}; both are required, because a
+// field that omits its rule was most likely cut short while editing.
+func readField(path string, n ast.Node, keyAt pos) (gpuwarden.LockField, *fieldError) {
+	var f gpuwarden.LockField
+	if fe := plain(path, n, keyAt); fe != nil {
+		return f, fe
+	}
+	kvs, ok := pairs(n)
+	if !ok {
+		at := posOr(n, keyAt)
+		if isNull(n) {
+			at = keyAt
+		}
+		return f, &fieldError{at: at, field: path, msg: "must be a mapping of value and match, not " + describe(n), hint: fieldHint}
+	}
+	seen := map[string]pos{}
+	for _, kv := range kvs {
+		key, at, fe := readKey(path, kv)
+		if fe != nil {
+			return f, fe
+		}
+		child := fieldPath(path, key)
+		if first, dup := seen[key]; dup {
+			return f, duplicate(child, at, first)
+		}
+		seen[key] = at
+		switch key {
+		case "value":
+			f.Value, fe = readText(child, kv.Value, at)
+		case "match":
+			f.Match, fe = readRule(child, kv.Value, at)
+		default:
+			fe = &fieldError{at: at, field: child, msg: "unknown field", hint: "a fact holds value and match; " + fieldHint}
+		}
+		if fe != nil {
+			return f, fe
+		}
+	}
+	for _, k := range []string{"value", "match"} {
+		if _, ok := seen[k]; !ok {
+			return f, &fieldError{at: keyAt, field: path, msg: "missing " + k, hint: fieldHint}
+		}
+	}
+	return f, nil
+}
+
+// readText reads a text value. Numbers and booleans are refused rather than
+// converted, because YAML would rewrite them ("13.0" → 13) and the lock
+// would no longer say what the file says.
+func readText(path string, n ast.Node, keyAt pos) (string, *fieldError) {
+	if fe := plain(path, n, keyAt); fe != nil {
+		return "", fe
+	}
+	switch s := n.(type) {
+	case *ast.StringNode:
+		return s.Value, nil
+	case *ast.LiteralNode:
+		if s.Value != nil {
+			return s.Value.Value, nil
+		}
+		return "", nil
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
+		return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be text, not " + describe(n),
+			hint: fmt.Sprintf("put it in quotes: %s", quote(n.GetToken().Value))}
+	case *ast.NullNode:
+		// The parser makes "value:", "value: null" and "value: ~" the same
+		// node, so one hint covers all three.
+		return "", &fieldError{at: keyAt, field: path, msg: "must be text, not empty",
+			hint: `write "" for an empty value, or put a value such as "null" in quotes`}
+	}
+	return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be text, not " + describe(n),
+		hint: "write the value in double quotes"}
+}
+
+// readRule reads a match rule.
+func readRule(path string, n ast.Node, keyAt pos) (gpuwarden.Match, *fieldError) {
+	if fe := plain(path, n, keyAt); fe != nil {
+		return "", fe
+	}
+	switch s := n.(type) {
+	case *ast.StringNode:
+		if m := gpuwarden.Match(s.Value); m.Valid() {
+			return m, nil
+		}
+		return "", &fieldError{at: posOr(n, keyAt), field: path, msg: fmt.Sprintf("unknown rule %s", quote(clip(s.Value))), hint: rulesHint}
+	case *ast.NullNode:
+		return "", &fieldError{at: keyAt, field: path, msg: "missing rule", hint: rulesHint}
+	}
+	return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be a rule, not " + describe(n), hint: rulesHint}
+}
+
+// plain refuses anchors, aliases and tags: a lock is written by a program
+// and read by people, and none of them makes it clearer.
+func plain(path string, n ast.Node, keyAt pos) *fieldError {
+	switch n.(type) {
+	case *ast.AnchorNode, *ast.AliasNode:
+		return &fieldError{at: posOr(n, keyAt), field: path, msg: "anchors and aliases are not supported in a lock file",
+			hint: "write the value out"}
+	case *ast.TagNode:
+		return &fieldError{at: posOr(n, keyAt), field: path, msg: "YAML tags are not supported in a lock file",
+			hint: "remove the tag; every value is text"}
+	}
+	return nil
+}
+
+// readKey returns the text of a mapping key; keys must be plain scalars.
+func readKey(path string, kv *ast.MappingValueNode) (string, pos, *fieldError) {
+	at := posOr(kv, pos{})
+	var keyNode ast.Node = kv.Key
+	if explicit, ok := keyNode.(*ast.MappingKeyNode); ok { // "? key"
+		keyNode = explicit.Value
+	}
+	if keyNode != nil {
+		at = posOr(keyNode, at)
+	}
+	switch k := keyNode.(type) {
+	case *ast.StringNode:
+		return k.Value, at, nil
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.NullNode, *ast.InfinityNode, *ast.NanNode:
+		if tk := k.GetToken(); tk != nil {
+			return tk.Value, at, nil
+		}
+		return "", at, nil
+	}
+	return "", at, &fieldError{at: at, field: path, msg: "keys must be plain names",
+		hint: "write each key as a name followed by a colon, as in driver.version:"}
+}
+
+func duplicate(path string, at, first pos) *fieldError {
+	return &fieldError{at: at, field: path, msg: fmt.Sprintf("given twice (first at %d:%d)", first.line, first.col),
+		hint: "each key may appear once; remove one of them"}
+}
+
+// pathKey matches the keys a path shows as they are; dots are kept because
+// fact keys are dotted ("fields.gpu.model.match").
+var pathKey = regexp.MustCompile(`^[A-Za-z0-9_./-]+$`)
+
+// fieldPath appends key to path, quoting keys that would break the
+// one-line message or hide where the key ends.
+func fieldPath(path, key string) string {
+	if !pathKey.MatchString(key) {
+		key = strconv.Quote(clip(key))
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// pairs returns the key/value pairs of a mapping node; the library
+// represents a one-pair mapping either way.
+func pairs(n ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		return m.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{m}, true
+	}
+	return nil, false
+}
+
+func isNull(n ast.Node) bool {
+	if n == nil {
+		return true
+	}
+	_, ok := n.(*ast.NullNode)
+	return ok
+}
+
+// tokenPos converts a token position; the library counts from 1.
+func tokenPos(tk *token.Token) pos {
+	if tk == nil || tk.Position == nil {
+		return pos{}
+	}
+	return pos{tk.Position.Line, tk.Position.Column}
+}
+
+// posOr is where n starts, or def when it carries no position. A block
+// mapping's own token is its first ":", no place to point a user at, so a
+// mapping starts at its first key.
+func posOr(n ast.Node, def pos) pos {
+	switch m := n.(type) {
+	case nil:
+		return def
+	case *ast.MappingNode:
+		if !m.IsFlowStyle && len(m.Values) > 0 && m.Values[0] != nil && m.Values[0].Key != nil {
+			return posOr(m.Values[0].Key, def)
+		}
+	case *ast.MappingValueNode:
+		if m.Key != nil {
+			return posOr(m.Key, def)
+		}
+	}
+	if p := tokenPos(n.GetToken()); p.line > 0 && p.col > 0 {
+		return p
+	}
+	return def
+}
+
+// describe names what the file holds, for "must be X, not Y" messages.
+func describe(n ast.Node) string {
+	switch s := n.(type) {
+	case nil, *ast.NullNode:
+		return "empty"
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.StringNode:
+		return "text " + strconv.Quote(clip(s.Value))
+	case *ast.LiteralNode:
+		return "a block of text"
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
+		if tk := n.GetToken(); tk != nil {
+			return clip(tk.Value)
+		}
+	}
+	return "a " + strings.ToLower(n.Type().String())
+}
