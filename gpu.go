@@ -75,9 +75,52 @@ type XIDEvent struct {
 	Time  time.Time `json:"time"`
 }
 
-// Faulty reports whether the counters say the card must not be trusted.
+// Faulty reports whether the counters say the card must not be trusted:
+// uncorrected ECC errors, a row remap, or an Xid that points at the hardware
+// (an Xid that usually means an application bug does not count).
 func (h Health) Faulty() bool {
-	return h.ECCVolatileUncorrected > 0 || h.RemapFailed || h.RemapPending || len(h.XIDs) > 0
+	if h.ECCVolatileUncorrected > 0 || h.RemapFailed || h.RemapPending {
+		return true
+	}
+	for _, x := range h.XIDs {
+		if _, app := XIDMeaning(x.XID); !app {
+			return true
+		}
+	}
+	return false
+}
+
+// xidMeanings are the common Xids from NVIDIA's Xid catalogue, with whether
+// they are usually the application's doing rather than the card's.
+var xidMeanings = map[uint64]struct {
+	text string
+	app  bool
+}{
+	13:  {"graphics engine exception", true},
+	31:  {"GPU memory page fault", true},
+	43:  {"GPU stopped processing", true},
+	45:  {"preemptive cleanup after earlier errors", true},
+	48:  {"double-bit ECC error", false},
+	61:  {"internal micro-controller breakpoint", false},
+	62:  {"internal micro-controller halt", false},
+	63:  {"ECC page retirement or row remap recorded", false},
+	64:  {"ECC page retirement or row remap failed", false},
+	74:  {"NVLink error", false},
+	79:  {"GPU has fallen off the bus", false},
+	92:  {"high single-bit ECC error rate", false},
+	94:  {"contained ECC error", false},
+	95:  {"uncontained ECC error", false},
+	119: {"GSP RPC timeout", false},
+	120: {"GSP error", false},
+}
+
+// XIDMeaning says what an Xid means and whether it is usually an application
+// error; an unknown Xid is "unknown Xid" and counts as the hardware's.
+func XIDMeaning(xid uint64) (meaning string, application bool) {
+	if m, ok := xidMeanings[xid]; ok {
+		return m.text, m.app
+	}
+	return "unknown Xid", false
 }
 
 // Driver is the host's NVIDIA driver.

@@ -222,6 +222,8 @@ func (a *app) checkGPUs(ctx context.Context, f *stackFlags, gpus gpuwarden.GPUs,
 			r.add("health", g.Index, statusFail, "%v", err)
 		case h.Faulty():
 			r.add("health", g.Index, statusFail, "%s", describeHealth(h))
+		case len(h.XIDs) > 0:
+			r.add("health", g.Index, statusWarn, "%s", describeHealth(h))
 		default:
 			r.add("health", g.Index, statusOK, "no uncorrected ECC, row-remap or Xid errors")
 		}
@@ -262,7 +264,11 @@ func describeHealth(h gpuwarden.Health) string {
 		parts = append(parts, "a row remap is pending (reset the GPU)")
 	}
 	for _, x := range h.XIDs {
-		parts = append(parts, fmt.Sprintf("Xid %d at %s", x.XID, x.Time.UTC().Format(time.RFC3339)))
+		meaning, app := gpuwarden.XIDMeaning(x.XID)
+		if app {
+			meaning += ", usually the application's"
+		}
+		parts = append(parts, fmt.Sprintf("Xid %d (%s) at %s", x.XID, meaning, x.Time.UTC().Format(time.RFC3339)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -443,7 +443,8 @@ func TestLockThenCanary(t *testing.T) {
 	}{
 		{"2xH100", 0, "Verdict   OK (exit 0)"},
 		{"2xH200", 1, "gpu.model"},
-		{"1xH100,fault=xid", 2, "Xid 79"},
+		{"1xH100,fault=xid", 2, "Xid 79 (GPU has fallen off the bus)"},
+		{"2xH100,fault=xid:13@0", 0, "usually the application's"},
 		{"2xH100,fault=verify@1", 2, "words wrong"},
 		{"2xH100,fault=ecc", 2, "uncorrected ECC"},
 	}

@@ -163,3 +163,23 @@ func TestLockDiff(t *testing.T) {
 		}
 	}
 }
+
+func TestHealthFaulty(t *testing.T) {
+	tests := []struct {
+		name string
+		h    Health
+		want bool
+	}{
+		{"clean", Health{}, false},
+		{"ecc", Health{ECCVolatileUncorrected: 1}, true},
+		{"remap pending", Health{RemapPending: true}, true},
+		{"xid 79", Health{XIDs: []XIDEvent{{XID: 79}}}, true},
+		{"xid 13 is the application's", Health{XIDs: []XIDEvent{{XID: 13}}}, false},
+		{"unknown xid", Health{XIDs: []XIDEvent{{XID: 999}}}, true},
+	}
+	for _, tt := range tests {
+		if got := tt.h.Faulty(); got != tt.want {
+			t.Errorf("%s: Faulty() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
