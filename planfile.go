@@ -21,6 +21,9 @@ type Plan struct {
 	Catalogs []string `yaml:"catalogs,omitempty" json:"catalogs,omitempty"`
 	// EmbeddedCatalog false leaves out the embedded price snapshot; unset means true.
 	EmbeddedCatalog *bool `yaml:"embedded_catalog,omitempty" json:"embedded_catalog,omitempty"`
+	// Box is the rented box the agent bills for: a rate, or the catalog offer
+	// that has it.
+	Box *Box `yaml:"box,omitempty" json:"box,omitempty"`
 	// CurrencyRates converts catalog prices into the budget currency: each
 	// entry says what one unit of that currency is worth in the budget's.
 	CurrencyRates map[Currency]Micros `yaml:"currency_rates,omitempty" json:"currency_rates,omitempty"`
@@ -109,4 +112,16 @@ type Residency struct {
 type Providers struct {
 	Prefer  []string `yaml:"prefer,omitempty" json:"prefer,omitempty"`
 	Exclude []string `yaml:"exclude,omitempty" json:"exclude,omitempty"`
+}
+
+// Box names what the running box costs, for the agent's budget: an hourly
+// rate outright, or the catalog offer (provider, region, instance, billing)
+// whose rate it is.
+type Box struct {
+	HourlyRate Micros `yaml:"hourly_rate,omitempty" json:"hourly_rate,omitempty"`
+	Provider   string `yaml:"provider,omitempty" json:"provider,omitempty"`
+	Region     string `yaml:"region,omitempty" json:"region,omitempty"`
+	Instance   string `yaml:"instance,omitempty" json:"instance,omitempty"`
+	// Billing is on-demand (default) or spot.
+	Billing string `yaml:"billing,omitempty" json:"billing,omitempty"`
 }

@@ -167,6 +167,15 @@ residency:
 #   prefer: [aws]
 #   exclude: [vast]
 
+# box: what the running box costs, for the budget of "gpuwarden up": an hourly
+# rate, or the catalog offer that has it (provider, region, instance, billing).
+# box:
+#   hourly_rate: 0.8048
+#   provider: aws
+#   region: us-east-1
+#   instance: g6.xlarge
+#   billing: on-demand                # on-demand (default) or spot
+
 # catalogs: your own price files (CSV), read with the plan; paths are relative to this file.
 # catalogs: [prices.csv]
 # embedded_catalog: whether the built-in price snapshot is used too (default true).

@@ -188,6 +188,18 @@ func validate(p *gpuwarden.Plan, idx index) *fieldError {
 			c.fail(fmt.Sprintf("catalogs[%d]", i), "must not be empty", "a price file path, relative to the plan file")
 		}
 	}
+	if b := p.Box; b != nil {
+		if b.HourlyRate < 0 {
+			c.fail("box.hourly_rate", "must not be negative", "the box's price per hour in the budget currency")
+		}
+		if b.Billing != "" && b.Billing != "on-demand" && b.Billing != "spot" {
+			c.fail("box.billing", fmt.Sprintf("unknown billing %q", b.Billing), "one of: on-demand, spot")
+		}
+		if b.HourlyRate == 0 && (b.Provider == "" || b.Instance == "") {
+			c.fail("box", "needs hourly_rate, or provider and instance to find the rate in the catalog",
+				"e.g. box: {hourly_rate: 0.80} or box: {provider: aws, region: us-east-1, instance: g6.xlarge}")
+		}
+	}
 	return c.err
 }
 

@@ -1,0 +1,161 @@
+package gpuwarden
+
+import (
+	"context"
+	"time"
+)
+
+// HostSample is one reading of the host beside its GPUs: what tells an
+// input-bound or I/O-bound job from an oversized card.
+type HostSample struct {
+	Time time.Time `json:"time"`
+	// CPUPercent is all cores together, 0–100; CPUPerCore one entry per core.
+	CPUPercent    float64   `json:"cpu_percent"`
+	CPUPerCore    []float64 `json:"cpu_per_core,omitempty"`
+	IOWaitPercent float64   `json:"iowait_percent"`
+	Load1         float64   `json:"load1"`
+	MemUsedBytes  uint64    `json:"mem_used_bytes"`
+	MemTotalBytes uint64    `json:"mem_total_bytes"`
+	// Throughputs in bytes per second since the previous sample.
+	DiskReadBps  float64 `json:"disk_read_bps"`
+	DiskWriteBps float64 `json:"disk_write_bps"`
+	NetRxBps     float64 `json:"net_rx_bps"`
+	NetTxBps     float64 `json:"net_tx_bps"`
+	// Sessions are interactive logins (SSH or a terminal) open now.
+	Sessions int `json:"sessions"`
+	// Processes are the command names running now, for allow-list checks.
+	Processes []string `json:"processes,omitempty"`
+}
+
+// NodeSample is one tick of the agent: the host and every GPU.
+type NodeSample struct {
+	Time time.Time   `json:"time"`
+	Host HostSample  `json:"host"`
+	GPUs []Telemetry `json:"gpus"`
+}
+
+// Event severities.
+const (
+	SeverityInfo     = "info"
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+)
+
+// Event is something the agent saw or did: an alert, a warning before a
+// stop, a preemption notice, the stop itself.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"kind"`
+	Severity string    `json:"severity"`
+	Message  string    `json:"message"`
+	// Key makes an event happen once: the ledger keeps the first event with
+	// a key and refuses the rest ("budget-actual-80-2026-11"), across
+	// restarts. Empty means always new.
+	Key  string            `json:"key,omitempty"`
+	Data map[string]string `json:"data,omitempty"`
+}
+
+// Ledger stores what an agent measured and did, so that a restart keeps its
+// clocks and never repeats an alert.
+type Ledger interface {
+	// RecordSample stores one tick at full resolution.
+	RecordSample(ctx context.Context, s NodeSample) error
+	// Samples returns the ticks since a time, oldest first, at full
+	// resolution where kept and as one-minute averages before that.
+	Samples(ctx context.Context, since time.Time) ([]NodeSample, error)
+	// Compact rolls full-resolution samples older than an hour into
+	// one-minute averages and drops averages older than 30 days.
+	Compact(ctx context.Context, now time.Time) error
+	// RecordEvent stores an event unless one with the same non-empty Key
+	// exists; it reports whether the event was new.
+	RecordEvent(ctx context.Context, e Event) (bool, error)
+	// Events returns the newest events first, at most limit.
+	Events(ctx context.Context, limit int) ([]Event, error)
+	// State and SetState keep small named values: the idle clock, the month's spend.
+	State(ctx context.Context, key string) (string, bool, error)
+	SetState(ctx context.Context, key, value string) error
+	Close() error
+}
+
+// Notifier sends an event somewhere people see it.
+type Notifier interface {
+	Notify(ctx context.Context, e Event) error
+}
+
+// Notice is a cloud's warning that the box will go away or be disturbed.
+type Notice struct {
+	Provider string `json:"provider"`
+	// Kind is preemption, rebalance, maintenance, reboot or redeploy.
+	Kind string `json:"kind"`
+	// At is when the provider says it happens; zero when it does not say.
+	At     time.Time `json:"at,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	// ID tells two notices apart; the same ID is the same notice.
+	ID string `json:"id"`
+}
+
+// The notice kinds.
+const (
+	NoticePreemption  = "preemption"
+	NoticeRebalance   = "rebalance"
+	NoticeMaintenance = "maintenance"
+	NoticeReboot      = "reboot"
+	NoticeRedeploy    = "redeploy"
+)
+
+// Diagnosis says why the GPUs sleep, from a window of samples.
+type Diagnosis struct {
+	// Verdict is healthy, oversized, input-bound, io-bound, idle or unknown.
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+	// Window is the span of samples the verdict rests on.
+	WindowSeconds float64 `json:"window_seconds"`
+	GPUUtilAvg    float64 `json:"gpu_util_avg"`
+	GPUMemAvg     float64 `json:"gpu_mem_avg"`
+	CPUAvg        float64 `json:"cpu_avg"`
+	IOWaitAvg     float64 `json:"iowait_avg"`
+}
+
+// IdleState is the idle policy's clock.
+type IdleState struct {
+	// Idle is true when every idle condition holds now.
+	Idle bool `json:"idle"`
+	// Since is when the box last became idle; zero when busy.
+	Since time.Time `json:"since,omitempty"`
+	// Busy names what keeps the box busy, when it is.
+	Busy          []string  `json:"busy,omitempty"`
+	WindowSeconds float64   `json:"window_seconds"`
+	StopAt        time.Time `json:"stop_at,omitempty"`
+	DryRun        bool      `json:"dry_run"`
+}
+
+// BudgetState is the month's spend against the plan's limit.
+type BudgetState struct {
+	Month    string   `json:"month"`
+	Currency Currency `json:"currency"`
+	Limit    Cents    `json:"limit"`
+	Spent    Cents    `json:"spent"`
+	Forecast Cents    `json:"forecast"`
+	// Rate is what the box costs per hour, storage included.
+	HourlyRate Micros `json:"hourly_rate"`
+}
+
+// AgentStatus is everything `gpuwarden status`, the dashboard and /metrics
+// show about one box.
+type AgentStatus struct {
+	Node      string      `json:"node"`
+	Started   time.Time   `json:"started"`
+	Now       time.Time   `json:"now"`
+	Simulated bool        `json:"simulated"`
+	CPUOnly   bool        `json:"cpu_only"`
+	Driver    *Driver     `json:"driver,omitempty"`
+	GPUs      []GPU       `json:"gpus"`
+	Last      NodeSample  `json:"last"`
+	Idle      IdleState   `json:"idle"`
+	Budget    BudgetState `json:"budget"`
+	Diagnosis Diagnosis   `json:"diagnosis"`
+	Events    []Event     `json:"events"`
+	Notices   []Notice    `json:"notices"`
+	// IdleSecondsTotal counts every second the box was idle since the agent started.
+	IdleSecondsTotal float64 `json:"idle_seconds_total"`
+}
