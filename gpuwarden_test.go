@@ -183,3 +183,13 @@ func TestHealthFaulty(t *testing.T) {
 		}
 	}
 }
+
+func TestCentsJSONRoundTrip(t *testing.T) {
+	for _, c := range []Cents{0, 1, 252_000, -310} {
+		b, _ := c.MarshalJSON()
+		var back Cents
+		if err := back.UnmarshalJSON(b); err != nil || back != c {
+			t.Errorf("%d → %s → %d, %v", c, b, back, err)
+		}
+	}
+}

@@ -137,6 +137,16 @@ func (c Cents) Decimal() string {
 // MarshalJSON writes c as a decimal number with two places.
 func (c Cents) MarshalJSON() ([]byte, error) { return []byte(c.Decimal()), nil }
 
+// UnmarshalJSON reads a decimal amount back exactly, rounding past the cent.
+func (c *Cents) UnmarshalJSON(b []byte) error {
+	var m Micros
+	if err := m.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*c = CentsOf(m)
+	return nil
+}
+
 // Currency is an ISO 4217 code such as USD or EUR.
 type Currency string
 

@@ -411,3 +411,40 @@ func TestSortOrderMatchesCompare(t *testing.T) {
 		t.Fatal("packed-key order differs from compareCandidates")
 	}
 }
+
+func TestBoxRate(t *testing.T) {
+	m := func(s string) gpuwarden.Micros { return mustMicros(t, s) }
+	tests := []struct {
+		name    string
+		box     *gpuwarden.Box
+		storage float64
+		want    string
+		wantErr string
+	}{
+		{"stated", &gpuwarden.Box{HourlyRate: m("3.50")}, 0, "3.5", ""},
+		{"catalog on-demand", &gpuwarden.Box{Provider: "aws", Region: "us-east-1", Instance: "g6.xlarge"}, 0, "0.8048", ""},
+		{"catalog spot", &gpuwarden.Box{Provider: "aws", Region: "us-east-1", Instance: "g6.xlarge", Billing: "spot"}, 0, "0.349", ""},
+		// 730 GB of block storage at 0.08 = 58.40 a month = 0.08 an hour over 730 h.
+		{"with storage", &gpuwarden.Box{Provider: "aws", Region: "us-east-1", Instance: "g6.xlarge"}, 730, "0.8848", ""},
+		{"several regions", &gpuwarden.Box{Provider: "aws", Instance: "g6.xlarge"}, 0, "", "several regions"},
+		{"unknown", &gpuwarden.Box{Provider: "aws", Region: "us-east-1", Instance: "p9.huge"}, 0, "", "not in the catalog"},
+		{"no spot", &gpuwarden.Box{Provider: "runpod", Region: "US-TX-1", Instance: "1x_A100", Billing: "spot"}, 0, "", "no spot price"},
+		{"no box", nil, 0, "", "no box"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := finetunePlan()
+			p.Box, p.Data.StorageGB = tt.box, tt.storage
+			got, _, err := BoxRate(p, testCatalog(t))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got.String() != tt.want {
+				t.Errorf("rate = %s, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+}

@@ -133,7 +133,7 @@ box against it in about a second (lock, canary); more commands as they land.
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--log-level: %q is not a level", logLevel).WithHint("one of: debug, info, warn, error")
 			}
-			a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
+			a.log = a.logAt(lvl.String())
 			if now != "" {
 				t, err := time.Parse("2006-01-02", now)
 				if err != nil {
@@ -156,8 +156,15 @@ box against it in about a second (lock, canary); more commands as they land.
 	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
-		a.lockCommand(), a.canaryCommand(), a.probeCommand())
+		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand())
 	return root
+}
+
+// logAt returns a logger to stderr at a level name (debug, info, warn, error).
+func (a *app) logAt(level string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl}))
 }
 
 // outputFormat validates -o against the formats a command supports.

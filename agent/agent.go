@@ -1,0 +1,291 @@
+// Package agent is the loop that `gpuwarden up` runs on each box: it samples
+// the GPUs and the host every second, keeps them in the ledger, and applies
+// the policies — idle shutdown, off-hours, budget alerts, diagnosis — and
+// relays cloud notices to supervised jobs. It decides from what the GPUs
+// actually do and needs no server.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// HostSampler reads the host's CPU, memory, disk and network (procfs.Sampler).
+type HostSampler interface {
+	Sample() (gpuwarden.HostSample, error)
+}
+
+// Config is the agent's policy settings; zero values take the defaults
+// documented on each field.
+type Config struct {
+	Node string
+	// Interval between samples (default 1 s).
+	Interval time.Duration
+	Idle     IdleConfig
+	Budget   BudgetConfig
+	// OffHours, when set, stops the box outside its on-hours windows.
+	OffHours *Schedule
+	// DiagnosisWindow is the span diagnosis looks at (default 10 min).
+	DiagnosisWindow time.Duration
+	// StopCommand stops the box (default shutdown -h now).
+	StopCommand []string
+	// DryRun logs the stop action instead of running it.
+	DryRun bool
+}
+
+// Agent runs the sampling loop and the policies.
+type Agent struct {
+	cfg    Config
+	gpus   gpuwarden.GPUs
+	host   HostSampler
+	ledger gpuwarden.Ledger
+	notify gpuwarden.Notifier
+	log    *slog.Logger
+	// Now and Exec are seams for tests: the clock and the stop-action runner.
+	Now  func() time.Time
+	Exec func(ctx context.Context, argv []string) error
+	// Jobs are the jobs `gpuwarden run` supervises, as they report over the socket.
+	Jobs *Jobs
+	// Socket relays notices to supervised jobs; nil when there is none.
+	Socket *Socket
+
+	mu       sync.Mutex
+	status   gpuwarden.AgentStatus
+	window   []gpuwarden.NodeSample
+	idle     idleClock
+	budget   budgetMeter
+	vetoes   vetoCache
+	lastTick time.Time
+	started  time.Time
+}
+
+// New builds an agent; gpus may be nil (the CPU path) and notify may be nil.
+func New(cfg Config, gpus gpuwarden.GPUs, host HostSampler, ledger gpuwarden.Ledger, notify gpuwarden.Notifier, log *slog.Logger) *Agent {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.DiagnosisWindow <= 0 {
+		cfg.DiagnosisWindow = 10 * time.Minute
+	}
+	if len(cfg.StopCommand) == 0 {
+		cfg.StopCommand = []string{"shutdown", "-h", "now"}
+	}
+	cfg.Idle.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{cfg: cfg, gpus: gpus, host: host, ledger: ledger, notify: notify, log: log,
+		Now: time.Now, Exec: runCommand, Jobs: NewJobs()}
+	return a
+}
+
+func runCommand(ctx context.Context, argv []string) error {
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("run %v: %w: %s", argv, err, out)
+	}
+	return nil
+}
+
+// Run samples and applies the policies every interval until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	compact := time.NewTicker(10 * time.Minute)
+	defer compact.Stop()
+	a.Tick(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			a.Tick(ctx)
+		case <-compact.C:
+			if err := a.ledger.Compact(ctx, a.Now()); err != nil {
+				a.log.Warn("compact ledger", "err", err)
+			}
+		}
+	}
+}
+
+// start restores the clocks the ledger kept and reads the inventory.
+func (a *Agent) start(ctx context.Context) error {
+	now := a.Now()
+	a.started = now
+	st := gpuwarden.AgentStatus{Node: a.cfg.Node, Started: now, CPUOnly: a.gpus == nil, GPUs: []gpuwarden.GPU{},
+		Events: []gpuwarden.Event{}, Notices: []gpuwarden.Notice{}}
+	if a.gpus != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		d, err := a.gpus.Driver(sctx)
+		if err != nil {
+			return fmt.Errorf("read the driver: %w", err)
+		}
+		st.Driver = &d
+		if st.GPUs, err = a.gpus.List(sctx); err != nil {
+			return fmt.Errorf("list the GPUs: %w", err)
+		}
+	}
+	if err := a.idle.restore(ctx, a.ledger); err != nil {
+		return err
+	}
+	if err := a.budget.restore(ctx, a.ledger, a.cfg.Budget, now); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.status = st
+	a.mu.Unlock()
+	return nil
+}
+
+// Tick takes one sample and applies every policy to it. Run calls it every
+// interval; tests call it with their own clock.
+func (a *Agent) Tick(ctx context.Context) {
+	now := a.Now()
+	s := a.sample(ctx, now)
+	if err := a.ledger.RecordSample(ctx, s); err != nil {
+		a.log.Warn("record sample", "err", err)
+	}
+	a.mu.Lock()
+	a.window = append(a.window, s)
+	cut := 0
+	for cut < len(a.window) && now.Sub(a.window[cut].Time) > a.cfg.DiagnosisWindow {
+		cut++
+	}
+	a.window = a.window[cut:]
+	window := a.window
+	a.mu.Unlock()
+
+	idle := a.idlePolicy(ctx, s, now)
+	budget := a.budgetPolicy(ctx, now)
+	a.offHoursPolicy(ctx, now)
+	diag := Diagnose(window, a.gpus != nil)
+
+	events, err := a.ledger.Events(ctx, 10)
+	if err != nil {
+		a.log.Warn("read events", "err", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.lastTick.IsZero() && idle.Idle {
+		a.status.IdleSecondsTotal += now.Sub(a.lastTick).Seconds()
+	}
+	a.lastTick = now
+	a.status.Now, a.status.Last, a.status.Idle, a.status.Budget, a.status.Diagnosis = now, s, idle, budget, diag
+	if events != nil {
+		a.status.Events = events
+	}
+}
+
+// sample reads every GPU and the host; a failing GPU read is logged and its
+// entry left out, so one sick card does not blind the agent to the rest.
+func (a *Agent) sample(ctx context.Context, now time.Time) gpuwarden.NodeSample {
+	s := gpuwarden.NodeSample{Time: now, GPUs: []gpuwarden.Telemetry{}}
+	if a.host != nil {
+		h, err := a.host.Sample()
+		if err != nil {
+			a.log.Warn("sample host", "err", err)
+		}
+		s.Host = h
+	}
+	s.Host.Time = now
+	a.mu.Lock()
+	gpus := a.status.GPUs
+	a.mu.Unlock()
+	if a.gpus == nil {
+		return s
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.Interval)
+	defer cancel()
+	for _, g := range gpus {
+		t, err := a.gpus.Sample(sctx, g.Index)
+		if err != nil {
+			a.log.Warn("sample gpu", "gpu", g.Index, "err", err)
+			continue
+		}
+		t.Time = now
+		s.GPUs = append(s.GPUs, t)
+	}
+	return s
+}
+
+// Status returns a copy of the agent's current state.
+func (a *Agent) Status() gpuwarden.AgentStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.status
+	st.Events = append([]gpuwarden.Event(nil), st.Events...)
+	st.Notices = append([]gpuwarden.Notice(nil), st.Notices...)
+	return st
+}
+
+// SetSimulated marks the status as coming from simulated GPUs.
+func (a *Agent) SetSimulated(sim bool) {
+	a.mu.Lock()
+	a.status.Simulated = sim
+	a.mu.Unlock()
+}
+
+// alert records an event and, when it is new, logs it and sends it. The
+// ledger's key check is what makes an alert happen once, across restarts.
+func (a *Agent) alert(ctx context.Context, e gpuwarden.Event) bool {
+	if e.Time.IsZero() {
+		e.Time = a.Now()
+	}
+	fresh, err := a.ledger.RecordEvent(ctx, e)
+	if err != nil {
+		a.log.Error("record event", "kind", e.Kind, "err", err)
+		fresh = true // better a repeated alert than a lost one
+	}
+	if !fresh {
+		return false
+	}
+	a.log.Warn(e.Message, "kind", e.Kind, "severity", e.Severity)
+	if a.notify != nil {
+		if err := a.notify.Notify(ctx, e); err != nil {
+			a.log.Warn("notify", "kind", e.Kind, "err", err)
+		}
+	}
+	return true
+}
+
+// stop runs the stop action, or only says so in a dry run.
+func (a *Agent) stop(ctx context.Context, why string) {
+	if a.cfg.DryRun {
+		a.log.Warn("dry run: would stop the box", "command", a.cfg.StopCommand, "why", why)
+		return
+	}
+	a.log.Warn("stopping the box", "command", a.cfg.StopCommand, "why", why)
+	if err := a.Exec(ctx, a.cfg.StopCommand); err != nil {
+		a.log.Error("stop action failed", "err", err)
+		a.alert(ctx, gpuwarden.Event{Kind: "stop-failed", Severity: gpuwarden.SeverityCritical,
+			Message: fmt.Sprintf("the stop action failed: %v", err)})
+	}
+}
+
+// OnNotice handles a cloud notice: an alert, the status, and a message to
+// every supervised job on the socket.
+func (a *Agent) OnNotice(ctx context.Context, n gpuwarden.Notice) {
+	if a.Socket != nil {
+		a.Socket.Broadcast(Message{Type: "notice", Notice: &n})
+	}
+	a.mu.Lock()
+	a.status.Notices = append(a.status.Notices, n)
+	a.mu.Unlock()
+	when := "soon"
+	if !n.At.IsZero() {
+		when = "at " + n.At.UTC().Format(time.RFC3339)
+	}
+	a.alert(ctx, gpuwarden.Event{Kind: n.Kind, Severity: gpuwarden.SeverityCritical, Key: "notice-" + n.Provider + "-" + n.ID,
+		Message: fmt.Sprintf("%s %s notice: the box goes away %s %s", n.Provider, n.Kind, when, n.Detail),
+		Data:    map[string]string{"provider": n.Provider, "id": n.ID}})
+}

@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// IdleConfig says when the box counts as idle and what happens then.
+type IdleConfig struct {
+	// Window is how long every idle condition must hold (default 30 min).
+	Window time.Duration
+	// ThresholdPercent is the GPU utilisation under which a GPU is idle (default 5).
+	ThresholdPercent float64
+	// WarnBefore is how long before the stop the warning goes out (default 5
+	// min, at most a third of the window).
+	WarnBefore time.Duration
+	// Off disables the idle policy altogether.
+	Off bool
+	// IgnoreSessions lets an open SSH or terminal session not keep the box busy.
+	IgnoreSessions bool
+	// BusyProcesses are process names that keep the box busy (jupyter, code-server).
+	BusyProcesses []string
+	// Script is a user command that votes: exit 0 means busy, exit 1 idle,
+	// anything else no opinion. URL is an HTTP check answering {"idle": bool}.
+	Script []string
+	URL    string
+	// CheckEvery bounds how often the script and URL run (default 15 s).
+	CheckEvery time.Duration
+}
+
+func (c *IdleConfig) defaults() {
+	if c.Window <= 0 {
+		c.Window = 30 * time.Minute
+	}
+	if c.ThresholdPercent <= 0 {
+		c.ThresholdPercent = 5
+	}
+	if c.WarnBefore <= 0 {
+		c.WarnBefore = 5 * time.Minute
+	}
+	c.WarnBefore = min(c.WarnBefore, c.Window/3)
+	if c.CheckEvery <= 0 {
+		c.CheckEvery = 15 * time.Second
+	}
+}
+
+// idleClock is when the box became idle; the ledger keeps it so that a
+// restarted agent does not start the window again.
+type idleClock struct {
+	since time.Time
+}
+
+const idleSinceKey = "idle_since"
+
+func (c *idleClock) restore(ctx context.Context, l gpuwarden.Ledger) error {
+	v, ok, err := l.State(ctx, idleSinceKey)
+	if err != nil {
+		return fmt.Errorf("read the idle clock: %w", err)
+	}
+	if ok && v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err == nil {
+			c.since = t
+		}
+	}
+	return nil
+}
+
+func (c *idleClock) set(ctx context.Context, l gpuwarden.Ledger, t time.Time) error {
+	if t.Equal(c.since) {
+		return nil
+	}
+	c.since = t
+	v := ""
+	if !t.IsZero() {
+		v = t.UTC().Format(time.RFC3339Nano)
+	}
+	return l.SetState(ctx, idleSinceKey, v)
+}
+
+// busyReasons lists what keeps the box busy in a sample; empty means idle.
+func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now time.Time) []string {
+	cfg := a.cfg.Idle
+	var busy []string
+	for _, g := range s.GPUs {
+		if g.UtilPercent >= cfg.ThresholdPercent {
+			busy = append(busy, fmt.Sprintf("GPU %d at %.0f%%", g.Index, g.UtilPercent))
+		}
+		if len(g.Processes) > 0 {
+			busy = append(busy, fmt.Sprintf("GPU %d runs PID %d", g.Index, g.Processes[0].PID))
+		}
+	}
+	for _, j := range a.Jobs.Active() {
+		busy = append(busy, "job "+j.ID+" "+j.State)
+	}
+	if !cfg.IgnoreSessions && s.Host.Sessions > 0 {
+		busy = append(busy, fmt.Sprintf("%d interactive sessions", s.Host.Sessions))
+	}
+	for _, p := range cfg.BusyProcesses {
+		for _, name := range s.Host.Processes {
+			if strings.Contains(name, p) {
+				busy = append(busy, "process "+name)
+				break
+			}
+		}
+	}
+	switch a.vetoes.vote(ctx, cfg, now) {
+	case voteBusy:
+		busy = append(busy, "the idle check says busy")
+	case voteIdle:
+		// A declared idle box is idle whatever the signals say.
+		return nil
+	}
+	return busy
+}
+
+// idlePolicy advances the idle clock, warns before the stop and stops the
+// box when the window has passed — never while a job is checkpointing.
+func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time.Time) gpuwarden.IdleState {
+	cfg := a.cfg.Idle
+	st := gpuwarden.IdleState{WindowSeconds: cfg.Window.Seconds(), DryRun: a.cfg.DryRun}
+	if cfg.Off {
+		return st
+	}
+	st.Busy = a.busyReasons(ctx, s, now)
+	st.Idle = len(st.Busy) == 0
+	since := a.idle.since
+	switch {
+	case !st.Idle:
+		since = time.Time{}
+	case since.IsZero():
+		since = now
+	}
+	if err := a.idle.set(ctx, a.ledger, since); err != nil {
+		a.log.Warn("keep the idle clock", "err", err)
+	}
+	if !st.Idle {
+		return st
+	}
+	st.Since, st.StopAt = since, since.Add(cfg.Window)
+	period := since.UTC().Format(time.RFC3339)
+	// The warning goes out before the stop, even when a restarted agent
+	// finds the window already past.
+	if !now.Before(st.StopAt.Add(-cfg.WarnBefore)) {
+		a.alert(ctx, gpuwarden.Event{Kind: "idle-warning", Severity: gpuwarden.SeverityWarning, Key: "idle-warning-" + period,
+			Message: fmt.Sprintf("%s has been idle since %s: it stops at %s unless work starts",
+				a.cfg.Node, since.UTC().Format(time.RFC3339), st.StopAt.UTC().Format(time.RFC3339))})
+	}
+	if !now.Before(st.StopAt) {
+		if a.Jobs.Checkpointing() {
+			a.log.Info("idle window passed, waiting for a checkpoint to finish")
+			return st
+		}
+		if a.alert(ctx, gpuwarden.Event{Kind: "idle-stop", Severity: gpuwarden.SeverityCritical, Key: "idle-stop-" + period,
+			Message: fmt.Sprintf("%s idle for %s (GPUs under %g%%, no jobs): stopping with %s",
+				a.cfg.Node, cfg.Window, cfg.ThresholdPercent, strings.Join(a.cfg.StopCommand, " "))}) {
+			a.stop(ctx, "idle")
+		}
+	}
+	return st
+}
+
+// The votes of the pluggable idle checks.
+const (
+	voteNone = iota
+	voteBusy
+	voteIdle
+)
+
+// vetoCache runs the user's idle checks at most every CheckEvery.
+type vetoCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	last int
+}
+
+func (v *vetoCache) vote(ctx context.Context, cfg IdleConfig, now time.Time) int {
+	if len(cfg.Script) == 0 && cfg.URL == "" {
+		return voteNone
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.at.IsZero() && now.Sub(v.at) < cfg.CheckEvery {
+		return v.last
+	}
+	v.at = now
+	v.last = voteNone
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if len(cfg.Script) > 0 {
+		err := exec.CommandContext(cctx, cfg.Script[0], cfg.Script[1:]...).Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			v.last = voteBusy
+		case errors.As(err, &ee) && ee.ExitCode() == 1:
+			v.last = voteIdle
+		}
+		if v.last != voteNone {
+			return v.last
+		}
+	}
+	if cfg.URL != "" {
+		v.last = urlVote(cctx, cfg.URL)
+	}
+	return v.last
+}
+
+// urlVote asks an HTTP check; anything but a 200 with {"idle": bool} is no opinion.
+func urlVote(ctx context.Context, url string) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return voteNone
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return voteNone
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return voteNone
+	}
+	var body struct {
+		Idle *bool `json:"idle"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&body); err != nil || body.Idle == nil {
+		return voteNone
+	}
+	if *body.Idle {
+		return voteIdle
+	}
+	return voteBusy
+}
+
+// Jobs are the jobs `gpuwarden run` reports over the socket.
+type Jobs struct {
+	mu   sync.Mutex
+	jobs map[string]Job
+}
+
+// Job is one supervised job's last reported state.
+type Job struct {
+	ID    string    `json:"id"`
+	State string    `json:"state"`
+	Seen  time.Time `json:"seen"`
+}
+
+// The job states a supervisor reports.
+const (
+	JobRunning       = "running"
+	JobCheckpointing = "checkpointing"
+	JobDone          = "done"
+)
+
+// NewJobs returns an empty registry.
+func NewJobs() *Jobs { return &Jobs{jobs: map[string]Job{}} }
+
+// Report records a job's state; done removes it.
+func (j *Jobs) Report(id, state string, now time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if state == JobDone {
+		delete(j.jobs, id)
+		return
+	}
+	j.jobs[id] = Job{ID: id, State: state, Seen: now}
+}
+
+// Forget removes a job whose supervisor went away.
+func (j *Jobs) Forget(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.jobs, id)
+}
+
+// Active lists the jobs, sorted by ID.
+func (j *Jobs) Active() []Job {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]Job, 0, len(j.jobs))
+	for _, v := range j.jobs {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Checkpointing reports whether any job is writing a checkpoint now.
+func (j *Jobs) Checkpointing() bool {
+	for _, v := range j.Active() {
+		if v.State == JobCheckpointing {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// Message is one line of the agent's socket protocol, newline-delimited
+// JSON in both directions. The agent sends {"type":"notice","notice":{…}};
+// a supervisor sends {"type":"job","job":"ID","state":"running"|
+// "checkpointing"|"done"}.
+type Message struct {
+	Type   string            `json:"type"`
+	Notice *gpuwarden.Notice `json:"notice,omitempty"`
+	Job    string            `json:"job,omitempty"`
+	State  string            `json:"state,omitempty"`
+}
+
+// Socket is the agent's Unix socket: it relays notices to every connected
+// supervisor and takes their job reports.
+type Socket struct {
+	ln   net.Listener
+	jobs *Jobs
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu    sync.Mutex
+	conns map[net.Conn]*json.Encoder
+}
+
+// ListenSocket opens the socket at path (replacing a stale one) readable by
+// the owner only.
+func ListenSocket(path string, jobs *Jobs, log *slog.Logger) (*Socket, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	return &Socket{ln: ln, jobs: jobs, log: log, now: time.Now, conns: map[net.Conn]*json.Encoder{}}, nil
+}
+
+// Serve accepts supervisors until ctx ends.
+func (s *Socket) Serve(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = json.NewEncoder(c)
+		s.mu.Unlock()
+		go s.read(c)
+	}
+}
+
+// read takes a supervisor's job reports; its jobs end with its connection.
+func (s *Socket) read(c net.Conn) {
+	seen := map[string]bool{}
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+		for id := range seen {
+			s.jobs.Forget(id)
+		}
+	}()
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		var m Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.Type != "job" || m.Job == "" {
+			s.log.Debug("ignore socket message", "line", sc.Text())
+			continue
+		}
+		seen[m.Job] = m.State != JobDone
+		s.jobs.Report(m.Job, m.State, s.now())
+	}
+}
+
+// Broadcast sends a message to every connected supervisor; a connection
+// that cannot take it within a second is dropped.
+func (s *Socket) Broadcast(m Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, enc := range s.conns {
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		if err := enc.Encode(m); err != nil {
+			s.log.Warn("drop a supervisor that does not read", "err", err)
+			c.Close()
+			delete(s.conns, c)
+		}
+	}
+}
+
+// Listen connects to an agent's socket and calls fn for each message until
+// ctx ends or the agent goes away; `gpuwarden run` and tests use it.
+func Listen(ctx context.Context, path string, fn func(Message)) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return fmt.Errorf("connect to the agent at %s: %w", path, err)
+	}
+	go func() {
+		<-ctx.Done()
+		c.Close()
+	}()
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		var m Message
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			fn(m)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return sc.Err()
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var addr, output string
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show what the agent on this box sees: GPUs, idle clock, spend, diagnosis, alerts",
+		Long: `status asks the running agent (gpuwarden up) for one screen: the GPUs and what
+they do, the idle clock, the month's spend against the budget, why the GPUs
+sleep, and the last alerts and notices.
+
+` + exitCodesHelp + `
+  (exit 3 here means no agent answers at --addr)`,
+		Example: `  gpuwarden status
+  gpuwarden status --addr 127.0.0.1:7070 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			st, raw, err := fetchStatus(cmd.Context(), addr)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				_, err = a.stdout.Write(raw)
+				return err
+			}
+			return statusScreen(a.stdout, st)
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "`ADDR` the agent listens on")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
+}
+
+func fetchStatus(ctx context.Context, addr string) (gpuwarden.AgentStatus, []byte, error) {
+	var st gpuwarden.AgentStatus
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/status", nil)
+	if err != nil {
+		return st, nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--addr %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, nil, gpuwarden.Errorf(gpuwarden.EEnvironment, "no agent answers at %s", addr).
+			WithHint("start one with: gpuwarden up (or check --addr)")
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return st, nil, fmt.Errorf("agent at %s answered %s", addr, resp.Status)
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, nil, fmt.Errorf("read the agent's status: %w", err)
+	}
+	return st, raw, nil
+}
+
+func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
+	var b strings.Builder
+	mode := ""
+	switch {
+	case st.Simulated:
+		mode = " (simulated GPUs)"
+	case st.CPUOnly:
+		mode = " (CPU only: no NVIDIA driver)"
+	}
+	fmt.Fprintf(&b, "Node      %s%s, agent up %s\n", st.Node, mode, st.Now.Sub(st.Started).Round(time.Second))
+	if len(st.Last.GPUs) > 0 {
+		rows := [][]string{{"GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP", "SM CLOCK", "PROCS"}}
+		models := map[int]string{}
+		for _, g := range st.GPUs {
+			models[g.Index] = g.Model
+		}
+		for _, t := range st.Last.GPUs {
+			rows = append(rows, []string{strconv.Itoa(t.Index), models[t.Index], fmt.Sprintf("%.0f%%", t.UtilPercent),
+				fmt.Sprintf("%.1f/%.0f GiB", float64(t.MemUsedBytes)/(1<<30), float64(t.MemTotalBytes)/(1<<30)),
+				fmt.Sprintf("%.0f W", t.PowerWatts), fmt.Sprintf("%.0f °C", t.TempC), fmt.Sprintf("%d MHz", t.SMClockMHz),
+				strconv.Itoa(len(t.Processes))})
+		}
+		rightAlign(rows, 2, 3, 4, 5, 6, 7)
+		t := newTable(&b)
+		for _, r := range rows {
+			t.row(r...)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	h := st.Last.Host
+	fmt.Fprintf(&b, "Host      CPU %.0f%%, iowait %.0f%%, load %.2f, disk %s/s read %s/s write, %d sessions\n",
+		h.CPUPercent, h.IOWaitPercent, h.Load1, bytesIEC(h.DiskReadBps), bytesIEC(h.DiskWriteBps), h.Sessions)
+	idle := st.Idle
+	window := time.Duration(idle.WindowSeconds * float64(time.Second))
+	switch {
+	case idle.Idle:
+		dry := ""
+		if idle.DryRun {
+			dry = " (dry run: logs only)"
+		}
+		fmt.Fprintf(&b, "Idle      for %s of %s; stops at %s%s\n", st.Now.Sub(idle.Since).Round(time.Second), window,
+			idle.StopAt.Local().Format("15:04:05"), dry)
+	case len(idle.Busy) > 0:
+		fmt.Fprint(&b, wrap("busy: "+strings.Join(idle.Busy, ", "), "Idle      ", pageWidth))
+	default:
+		fmt.Fprintln(&b, "Idle      policy off")
+	}
+	bu := st.Budget
+	cur := bu.Currency.Format
+	if bu.Limit > 0 {
+		fmt.Fprintf(&b, "Budget    %s spent in %s, forecast %s, of %s (%d%%); box at %s\n", cur(bu.Spent), bu.Month,
+			cur(bu.Forecast), cur(bu.Limit), int64(bu.Spent)*100/int64(bu.Limit), bu.Currency.FormatRate(bu.HourlyRate, "h"))
+	} else {
+		fmt.Fprintf(&b, "Budget    %s spent in %s, forecast %s; no limit set\n", cur(bu.Spent), bu.Month, cur(bu.Forecast))
+	}
+	fmt.Fprint(&b, wrap(st.Diagnosis.Verdict+": "+st.Diagnosis.Detail, "Diagnosis ", pageWidth))
+	for _, n := range st.Notices {
+		fmt.Fprint(&b, wrap(fmt.Sprintf("%s %s %s %s", n.Provider, n.Kind, n.At.Format(time.RFC3339), n.Detail), "Notice    ", pageWidth))
+	}
+	if len(st.Events) > 0 {
+		fmt.Fprintln(&b, "Alerts")
+		for i, e := range st.Events {
+			if i == 5 {
+				break
+			}
+			fmt.Fprint(&b, wrap(e.Message, "  "+e.Time.Local().Format("01-02 15:04")+" "+e.Severity+"  ", pageWidth))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// bytesIEC prints a byte rate with a binary unit: "12.3 MiB".
+func bytesIEC(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[i]
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/agent"
+	"github.com/gpuwarden/gpuwarden/config"
+	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/notify"
+	"github.com/gpuwarden/gpuwarden/plan"
+	"github.com/gpuwarden/gpuwarden/preempt"
+	"github.com/gpuwarden/gpuwarden/procfs"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/spf13/cobra"
+)
+
+// upFlags are `gpuwarden up`'s settings; the plan file supplies the
+// defaults the flags do not override.
+type upFlags struct {
+	dataDir, listen, simulate string
+	interval                  time.Duration
+	idleWindow, warnBefore    time.Duration
+	idleThreshold             float64
+	noIdleStop                bool
+	ignoreSessions            bool
+	busyProcesses             []string
+	idleScript, idleURL       string
+	stopCommand               string
+	dryRun                    bool
+	onHours                   []string
+	onHoursTZ                 string
+	rate                      string
+	budgetStop                bool
+	webhooks                  []string
+	webhookFormat             string
+	cloud                     string
+	metadata                  preempt.Endpoints
+	cats                      catalogFlags
+}
+
+func (a *app) upCommand() *cobra.Command {
+	var f upFlags
+	f.metadata = preempt.DefaultEndpoints()
+	c := &cobra.Command{
+		Use:   "up [PLAN]",
+		Short: "Run the agent on this box: idle shutdown, budget alerts, preemption notices, metrics",
+		Long: `up is the agent of one box. Every second it samples each GPU (utilisation,
+memory, power, temperature, clocks, throttling, processes, ECC and Xid) and the
+host (CPU per core, iowait, load, disk, network, sessions) into a local SQLite
+ledger, and applies the policies:
+
+  idle      every GPU under --idle-threshold with no GPU process, no job of
+            ` + "`gpuwarden run`" + `, no interactive session and no --busy-process for
+            --idle-window: warn (webhook, log) --warn-before the end, then run
+            --stop-command (never while a job checkpoints; --dry-run only logs)
+  off-hours outside --on-hours windows: warn, then stop, busy or not
+  budget    accrue the box's rate (plan box:, or --rate) plus storage; alert once a
+            month per threshold of the plan (default 50/80/100 %), ACTUAL and
+            FORECASTED; --budget-stop stops the box at 100 %
+  notices   poll the cloud's metadata (AWS, GCP, Azure, detected) every second and
+            relay preemption and maintenance notices to supervised jobs on the
+            agent's socket (DATA_DIR/agent.sock)
+  diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
+
+It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen. The
+PLAN file (default gpuwarden.yaml when present) supplies the budget, the box's
+rate and the idle window (on_hours.auto_shutdown_idle_minutes). Without an
+NVIDIA driver it runs on the CPU path and says so.
+
+` + exitCodesHelp,
+		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
+  gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
+  sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("log-level") {
+				a.log = a.logAt("info")
+			}
+			return a.runUp(cmd, &f, args)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the ledger and the socket live")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "`ADDR` of the dashboard, /api/v1 and /metrics (empty: none)")
+	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100 or 1xH100,load=80")
+	fl.DurationVar(&f.interval, "interval", time.Second, "time between samples")
+	fl.DurationVar(&f.idleWindow, "idle-window", 0, "stop after the box is idle this long (default: the plan's auto_shutdown_idle_minutes, else 30m)")
+	fl.DurationVar(&f.warnBefore, "warn-before", 5*time.Minute, "warn this long before the stop (at most a third of the window)")
+	fl.Float64Var(&f.idleThreshold, "idle-threshold", 5, "GPU utilisation `PERCENT` under which a GPU is idle")
+	fl.BoolVar(&f.noIdleStop, "no-idle-stop", false, "never stop the box for idleness")
+	fl.BoolVar(&f.ignoreSessions, "ignore-sessions", false, "an open SSH or terminal session does not keep the box busy")
+	fl.StringArrayVar(&f.busyProcesses, "busy-process", nil, "a running process whose name contains `NAME` keeps the box busy; repeatable")
+	fl.StringVar(&f.idleScript, "idle-script", "", "`COMMAND` that votes: exit 0 busy, 1 idle, else no opinion")
+	fl.StringVar(&f.idleURL, "idle-url", "", "`URL` answering {\"idle\": true|false}")
+	fl.StringVar(&f.stopCommand, "stop-command", "shutdown -h now", "how to stop the box (a cloud CLI works too)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "log the stop action instead of running it")
+	fl.StringArrayVar(&f.onHours, "on-hours", nil, "on-hours `WINDOW` such as \"Mon-Fri 08:00-20:00\"; repeatable; outside them the box stops")
+	fl.StringVar(&f.onHoursTZ, "on-hours-tz", "UTC", "time zone of --on-hours")
+	fl.StringVar(&f.rate, "rate", "", "the box's hourly `RATE` in the budget currency (default: the plan's box)")
+	fl.BoolVar(&f.budgetStop, "budget-stop", false, "stop the box when the month's spend reaches the budget")
+	fl.StringArrayVar(&f.webhooks, "webhook", nil, "send alerts to `URL`; repeatable")
+	fl.StringVar(&f.webhookFormat, "webhook-format", "slack", "webhook body: slack or json")
+	fl.StringVar(&f.cloud, "cloud", "auto", "cloud metadata to poll for notices: auto, aws, gcp, azure or none")
+	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
+	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
+	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
+	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
+		_ = fl.MarkHidden(h)
+	}
+	f.cats.register(c)
+	return c
+}
+
+// defaultDataDir follows XDG for users and /var/lib for root.
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/gpuwarden"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "gpuwarden")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "gpuwarden")
+	}
+	return ".gpuwarden"
+}
+
+func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := a.log.With("component", "agent")
+
+	p, planPath, err := loadPlanIfAny(args)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.agentConfig(f, p, planPath)
+	if err != nil {
+		return err
+	}
+	gpus, err := (&gpuFlags{simulate: f.simulate}).open(a)
+	switch {
+	case err == nil:
+		defer gpus.Close()
+	case gpuwarden.ErrorCodeOf(err) == gpuwarden.EEnvironment:
+		log.Warn("no NVIDIA driver: running on the CPU path (host sampling, budget, notices)", "err", err)
+		gpus = nil
+	default:
+		return err
+	}
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
+	}
+	ledger, err := sqlite.Open(ctx, filepath.Join(f.dataDir, "ledger.db"))
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+
+	notifier, err := a.notifier(f, cfg.Node, log)
+	if err != nil {
+		return err
+	}
+	host := &procfs.Sampler{}
+	defer host.Close()
+	ag := agent.New(cfg, gpus, host, ledger, notifier, log)
+	ag.SetSimulated(f.simulate != "")
+	sock, err := agent.ListenSocket(filepath.Join(f.dataDir, "agent.sock"), ag.Jobs, log)
+	if err != nil {
+		return err
+	}
+	ag.Socket = sock
+	go sock.Serve(ctx)
+	go a.watchNotices(ctx, f, ag, log)
+
+	if f.listen != "" {
+		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)
+		addr, err := srv.Serve(ctx, f.listen)
+		if err != nil {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "--listen %s: %v", f.listen, err)
+		}
+		// Let the server finish its graceful shutdown before the ledger closes.
+		defer func() { _ = srv.Wait() }()
+		log.Info("serving the dashboard and /metrics", "url", "http://"+addr+"/")
+	}
+	log.Info("agent up", "node", cfg.Node, "gpus", gpus != nil, "simulated", f.simulate != "",
+		"idle_window", cfg.Idle.Window, "dry_run", cfg.DryRun, "data_dir", f.dataDir)
+	if err := ag.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("agent stopped")
+	return nil
+}
+
+// loadPlanIfAny reads the plan named, or gpuwarden.yaml when it exists.
+func loadPlanIfAny(args []string) (*gpuwarden.Plan, string, error) {
+	path := "gpuwarden.yaml"
+	if len(args) == 1 {
+		path = args[0]
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, "", nil
+	}
+	p, err := config.Load(path)
+	return p, path, err
+}
+
+func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent.Config, error) {
+	host, _ := os.Hostname()
+	cfg := agent.Config{Node: host, Interval: f.interval, DryRun: f.dryRun, StopCommand: strings.Fields(f.stopCommand),
+		Idle: agent.IdleConfig{Window: f.idleWindow, ThresholdPercent: f.idleThreshold, WarnBefore: f.warnBefore,
+			Off: f.noIdleStop, IgnoreSessions: f.ignoreSessions, BusyProcesses: f.busyProcesses, URL: f.idleURL}}
+	if f.interval <= 0 {
+		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--interval must be positive, got %s", f.interval)
+	}
+	if len(cfg.StopCommand) == 0 {
+		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--stop-command is empty").WithHint("e.g. --stop-command 'shutdown -h now'")
+	}
+	if f.idleScript != "" {
+		cfg.Idle.Script = strings.Fields(f.idleScript)
+	}
+	if len(f.onHours) > 0 {
+		s, err := agent.ParseSchedule(f.onHours, f.onHoursTZ)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.OffHours = s
+	}
+	if p != nil {
+		if cfg.Idle.Window == 0 && p.OnHours.AutoShutdownIdleMinutes > 0 {
+			cfg.Idle.Window = time.Duration(p.OnHours.AutoShutdownIdleMinutes * float64(time.Minute))
+		}
+		cfg.Budget = agent.BudgetConfig{Currency: p.Budget.Currency, Limit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
+			AlertsPercent: p.Budget.AlertsPercent, StopAtLimit: f.budgetStop}
+		if f.rate == "" && p.Box != nil {
+			cat, err := f.cats.loadWith(a.now(), planCatalogs(planPath, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
+			if err != nil {
+				return cfg, err
+			}
+			rate, why, err := plan.BoxRate(p, cat)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.Budget.HourlyRate = rate
+			a.log.Info("budget rate", "rate", p.Budget.Currency.FormatRate(rate, "h"), "from", why)
+		}
+	} else {
+		cfg.Budget.Currency = "USD"
+	}
+	if f.rate != "" {
+		m, err := gpuwarden.ParseMicros(f.rate)
+		if err != nil || m < 0 {
+			return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--rate: %q is not an hourly price", f.rate)
+		}
+		cfg.Budget.HourlyRate = m
+	}
+	if f.webhookFormat != "slack" && f.webhookFormat != "json" {
+		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--webhook-format: %q is not slack or json", f.webhookFormat)
+	}
+	switch f.cloud {
+	case "auto", "aws", "gcp", "azure", "none":
+	default:
+		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, aws, gcp, azure or none", f.cloud)
+	}
+	return cfg, nil
+}
+
+// notifier sends alerts to the webhooks and, for people at a terminal,
+// with wall; a burst of the same alert goes out once an hour at most.
+func (a *app) notifier(f *upFlags, node string, log *slog.Logger) (gpuwarden.Notifier, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	ns := notify.Multi{&notify.Wall{Log: log}}
+	for _, u := range f.webhooks {
+		w, err := notify.NewWebhook(u, f.webhookFormat, client, notify.WithNode(node), notify.WithLogger(log))
+		if err != nil {
+			return nil, &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: "--webhook " + u, Err: err}
+		}
+		ns = append(ns, w)
+	}
+	return &notify.Dedup{Next: ns, Window: time.Hour}, nil
+}
+
+// watchNotices finds the cloud and relays its notices to the agent.
+func (a *app) watchNotices(ctx context.Context, f *upFlags, ag *agent.Agent, log *slog.Logger) {
+	// A simulated box is on no cloud, unless a test points it at fake metadata.
+	fake := f.metadata != preempt.DefaultEndpoints()
+	if f.cloud == "none" || (f.cloud == "auto" && f.simulate != "" && !fake) {
+		return
+	}
+	client := preempt.NewClient()
+	var src preempt.Source
+	var err error
+	if f.cloud == "auto" {
+		src, err = preempt.Detect(ctx, client, f.metadata)
+	} else {
+		src, err = preempt.ForProvider(f.cloud, client, f.metadata)
+	}
+	if errors.Is(err, preempt.ErrNoCloud) {
+		log.Info("no cloud metadata answers: preemption notices are off")
+		return
+	}
+	if err != nil {
+		log.Warn("cloud metadata", "err", err)
+		return
+	}
+	log.Info("watching for cloud notices", "cloud", src.Provider())
+	preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ag.OnNotice(ctx, n) },
+		func(err error) { log.Warn("poll cloud metadata", "err", err) })
+}

@@ -1,0 +1,173 @@
+// Package preempt hears a cloud's preemption and maintenance notices from the
+// instance metadata service of AWS, GCP and Azure, so that the agent can tell
+// jobs within two seconds (it polls every second; SkyPilot polls every five).
+//
+// The formats follow the providers' own documentation:
+//   - AWS IMDSv2 token: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html
+//   - AWS spot/instance-action: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+//   - AWS events/recommendations/rebalance: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html
+//   - AWS events/maintenance/scheduled: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instances-status-check_sched.html
+//   - GCP metadata server, wait_for_change and ETags: https://cloud.google.com/compute/docs/metadata/querying-metadata
+//   - GCP instance/preempted: https://cloud.google.com/compute/docs/instances/create-use-preemptible
+//   - GCP instance/maintenance-event: https://cloud.google.com/compute/docs/metadata/getting-live-migration-notice
+//   - Azure Scheduled Events: https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
+//
+// Fakes that serve these formats on loopback live in preempt/preempttest.
+package preempt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// The provider names, as Source.Provider and `--cloud` spell them.
+const (
+	ProviderAWS   = "aws"
+	ProviderGCP   = "gcp"
+	ProviderAzure = "azure"
+	// ProviderNone is `--cloud none`: run without notices.
+	ProviderNone = "none"
+)
+
+// ErrNoCloud says no metadata service answered, so the agent runs without
+// notices rather than failing on a box that is not a cloud VM.
+var ErrNoCloud = errors.New("no cloud metadata service answered")
+
+// Endpoints are the metadata services' base URLs, separate so that tests can
+// point each one at a loopback fake.
+type Endpoints struct {
+	AWS, GCP, Azure string
+}
+
+// DefaultEndpoints returns the real link-local addresses the three clouds
+// document; GCP's name resolves only inside GCP, which keeps it off other clouds.
+func DefaultEndpoints() Endpoints {
+	return Endpoints{
+		AWS:   "http://169.254.169.254",
+		GCP:   "http://metadata.google.internal",
+		Azure: "http://169.254.169.254",
+	}
+}
+
+// Source reads one cloud's metadata service and reports the notices present
+// now; Poll returns what it could read together with an error for what it
+// could not, so that one bad path never hides a preemption.
+type Source interface {
+	Provider() string
+	Poll(ctx context.Context) ([]gpuwarden.Notice, error)
+}
+
+// Client timeouts: a non-cloud box must fail the dial fast (link-local
+// addresses often black-hole), and a hung answer must not eat the 2 s budget.
+const (
+	dialTimeout    = 300 * time.Millisecond
+	requestTimeout = 2 * time.Second
+	maxBody        = 1 << 20
+)
+
+// NewClient returns the HTTP client the package uses when given nil: 300 ms to
+// connect (name lookup included), 2 s per request, no proxy because
+// HTTP_PROXY must never see link-local metadata requests, and no redirects
+// because no documented metadata path redirects.
+func NewClient() *http.Client {
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Timeout: requestTimeout,
+		Transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ResponseHeaderTimeout: requestTimeout,
+			MaxIdleConns:          8,
+			MaxIdleConnsPerHost:   4,
+			IdleConnTimeout:       90 * time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// ForProvider builds the Source `--cloud aws|gcp|azure|none` names without
+// probing; "none" returns ErrNoCloud so the agent treats it like a failed Detect.
+func ForProvider(name string, client *http.Client, ep Endpoints) (Source, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case ProviderAWS:
+		return NewAWS(client, ep.AWS), nil
+	case ProviderGCP:
+		return NewGCP(client, ep.GCP), nil
+	case ProviderAzure:
+		return NewAzure(client, ep.Azure), nil
+	case ProviderNone:
+		return nil, ErrNoCloud
+	}
+	return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "unknown cloud %q", name).
+		WithHint("use --cloud aws, gcp, azure or none, or leave it out to detect")
+}
+
+// response is one metadata answer, read whole because every document is small.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends one request and reads at most maxBody bytes of the answer.
+func do(ctx context.Context, client *http.Client, method, url string, header map[string]string) (response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	if err != nil {
+		return response{}, fmt.Errorf("read body: %w", err)
+	}
+	if len(body) > maxBody {
+		return response{}, fmt.Errorf("body over %d bytes", maxBody)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: body}, nil
+}
+
+// pathError names the provider and path, so a log line says which document broke.
+func pathError(provider, path string, err error) error {
+	return fmt.Errorf("%s %s: %w", provider, path, err)
+}
+
+// statusError is an answer with a status the documentation does not give.
+func statusError(r response) error {
+	return fmt.Errorf("unexpected status %d: %s", r.status, snippet(r.body))
+}
+
+// snippet shortens a body for an error message.
+func snippet(b []byte) string {
+	s := string(bytes.TrimSpace(b))
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// newClientIfNil gives callers the safe default client when they pass none.
+func newClientIfNil(c *http.Client) *http.Client {
+	if c == nil {
+		return NewClient()
+	}
+	return c
+}
+
+// trimBase drops a trailing slash so base+path never doubles it.
+func trimBase(base string) string { return strings.TrimRight(base, "/") }

@@ -1,0 +1,256 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// migrationFiles are the schema changes, applied in the order of their
+// numeric prefix; a released file is never edited, only followed by a new one.
+//
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// pragmas configure every connection: WAL so that a reader (`gpuwarden
+// status`, the dashboard) never blocks the sampler, a busy timeout so that a
+// second process waits instead of failing, NORMAL sync because WAL keeps the
+// file consistent and losing the last second of samples on power loss is
+// fine, incremental auto-vacuum so that Compact can hand pages back (it only
+// takes effect on a new file), and IMMEDIATE transactions so that a
+// transaction that reads before it writes (Compact, migrations) takes the
+// write lock up front, where busy_timeout applies, rather than failing with
+// SQLITE_BUSY when it upgrades.
+const pragmas = "_pragma=busy_timeout(5000)" +
+	"&_pragma=journal_mode(WAL)" +
+	"&_pragma=foreign_keys(1)" +
+	"&_pragma=synchronous(NORMAL)" +
+	"&_auto_vacuum=INCREMENTAL" +
+	"&_txlock=immediate"
+
+// Ledger is the agent's ledger in one SQLite file; it is safe for concurrent
+// use, and its writes go through one connection, one at a time.
+type Ledger struct {
+	db   *sql.DB
+	path string
+
+	insertHost  *sql.Stmt
+	insertGPU   *sql.Stmt
+	insertEvent *sql.Stmt
+}
+
+var _ gpuwarden.Ledger = (*Ledger)(nil)
+
+// Open opens the ledger at path, creating the file and its directory (0700)
+// when missing, and brings its schema up to date.
+func Open(ctx context.Context, path string) (*Ledger, error) {
+	if path == "" {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "open ledger: no path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs))
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+	}
+	// One connection: SQLite has one writer anyway, and one connection makes
+	// the pragmas above hold for every statement without a connection hook.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	l := &Ledger{db: db, path: abs}
+	if err := l.open(ctx); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// dsn is the modernc.org/sqlite URI for an absolute path; the path is
+// escaped because SQLite decodes %XX and stops at '?' and '#'.
+func dsn(abs string) string {
+	return "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + pragmas
+}
+
+func (l *Ledger) open(ctx context.Context) error {
+	if err := l.db.PingContext(ctx); err != nil {
+		return l.wrap("open ledger", err)
+	}
+	if err := migrate(ctx, l.db); err != nil {
+		var app *gpuwarden.Error
+		if errors.As(err, &app) {
+			app.Message = fmt.Sprintf("open ledger %s: %s", l.path, app.Message)
+			return app
+		}
+		return l.wrap("open ledger", err)
+	}
+	var err error
+	prepare := func(query string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var s *sql.Stmt
+		s, err = l.db.PrepareContext(ctx, query)
+		return s
+	}
+	l.insertHost = prepare(upsertSQL("host_samples", []string{"time_ms"}, hostCols))
+	l.insertGPU = prepare(upsertSQL("gpu_samples", []string{"time_ms", "gpu"}, gpuCols))
+	l.insertEvent = prepare(insertEventSQL)
+	if err != nil {
+		return l.wrap("open ledger", err)
+	}
+	return nil
+}
+
+// Close releases the file; the ledger cannot be used afterwards.
+func (l *Ledger) Close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{l.insertHost, l.insertGPU, l.insertEvent} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	errs = append(errs, l.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return l.wrap("close ledger", err)
+	}
+	return nil
+}
+
+// wrap names the operation and the file, so that an error from a ledger the
+// user did not know about still says where to look.
+func (l *Ledger) wrap(op string, err error) error {
+	return fmt.Errorf("%s %s: %w", op, l.path, err)
+}
+
+// upsertSQL is an INSERT that replaces the row with the same key: a second
+// tick in the same second, or a rollup written again, wins instead of
+// failing. ON CONFLICT … DO UPDATE and $N placeholders read the same on
+// PostgreSQL.
+func upsertSQL(table string, key, cols []string) string {
+	all := append(append([]string(nil), key...), cols...)
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + table + " (" + strings.Join(all, ", ") + ") VALUES (")
+	for i := range all {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+	}
+	b.WriteString(") ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c + " = excluded." + c)
+	}
+	return b.String()
+}
+
+// migration is one embedded schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations reads the embedded files, ordered by version.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", e.Name())
+		}
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations the file lacks, each in its own
+// transaction with its schema_migrations row, so that a crash leaves the
+// file at a known version and a second process racing this one skips what
+// the first applied.
+func migrate(ctx context.Context, db *sql.DB) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    BIGINT NOT NULL PRIMARY KEY,
+    name       TEXT NOT NULL,
+    applied_at BIGINT NOT NULL
+)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var newest sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if known := ms[len(ms)-1].version; newest.Valid && int(newest.Int64) > known {
+		return gpuwarden.Errorf(gpuwarden.EConflict, "schema version %d is newer than this gpuwarden knows (%d)", newest.Int64, known).
+			WithHint("run the gpuwarden that wrote it, or move the file aside to start a new ledger")
+	}
+	for _, m := range ms {
+		if err := apply(ctx, db, m); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+func apply(ctx context.Context, db *sql.DB, m migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = $1", m.version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+		m.version, m.name, time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
