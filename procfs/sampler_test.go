@@ -253,6 +253,41 @@ func TestKernelThreadCache(t *testing.T) {
 	}
 }
 
+func TestProcessEvery(t *testing.T) {
+	bash := "40 (bash) S 1 40 40 34816 40 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	dir := t.TempDir()
+	writeRoot(t, dir, minimalRoot(nil))
+	s := &Sampler{Root: dir, ProcessEvery: 5 * time.Second,
+		Now: stepClock(t1, t1.Add(2*time.Second), t1.Add(5*time.Second))}
+	defer s.Close()
+	var got []gpuwarden.HostSample
+	for i := range 3 {
+		hs, err := s.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, hs)
+		if i == 0 {
+			writeRoot(t, dir, map[string]string{"40/stat": bash}) // a login after the first scan
+		}
+	}
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"first scan", got[0].Processes, []string(nil)},
+		{"2 s later: the first scan repeated", got[1].Processes, []string(nil)},
+		{"2 s later: sessions repeated", got[1].Sessions, 0},
+		{"5 s later: scanned again", got[2].Processes, []string{"bash"}},
+		{"5 s later: the login counts", got[2].Sessions, 1},
+	}
+	for _, tt := range tests {
+		if !equal(tt.got, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
 func TestParsers(t *testing.T) {
 	t.Run("whole disks", func(t *testing.T) {
 		for name, want := range map[string]bool{
