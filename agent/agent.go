@@ -165,6 +165,7 @@ func (a *Agent) Tick(ctx context.Context) {
 	window := a.window
 	a.mu.Unlock()
 
+	a.healthPolicy(ctx, now)
 	idle := a.idlePolicy(ctx, s, now)
 	budget := a.budgetPolicy(ctx, now)
 	a.offHoursPolicy(ctx, now)
@@ -216,6 +217,50 @@ func (a *Agent) sample(ctx context.Context, now time.Time) gpuwarden.NodeSample 
 		s.GPUs = append(s.GPUs, t)
 	}
 	return s
+}
+
+// healthPolicy reads each GPU's error counters and alerts on what is new
+// since the last look: uncorrected ECC errors, row remaps, Xids. Keys make
+// each one alert once, across restarts.
+func (a *Agent) healthPolicy(ctx context.Context, now time.Time) {
+	if a.gpus == nil {
+		return
+	}
+	a.mu.Lock()
+	gpus := a.status.GPUs
+	a.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.Interval)
+	defer cancel()
+	for _, g := range gpus {
+		h, err := a.gpus.Health(sctx, g.Index)
+		if err != nil {
+			a.log.Warn("read gpu health", "gpu", g.Index, "err", err)
+			continue
+		}
+		if h.ECCVolatileUncorrected > 0 {
+			a.alert(ctx, gpuwarden.Event{Kind: "ecc", Severity: gpuwarden.SeverityCritical,
+				Key:     fmt.Sprintf("ecc-%s-%d", g.UUID, h.ECCVolatileUncorrected),
+				Message: fmt.Sprintf("GPU %d (%s): %d uncorrected ECC errors since the driver loaded", g.Index, g.Model, h.ECCVolatileUncorrected)})
+		}
+		if h.RemapPending || h.RemapFailed {
+			what := "a row remap is pending: reset the GPU"
+			if h.RemapFailed {
+				what = "a row remap failed: the card needs replacing"
+			}
+			a.alert(ctx, gpuwarden.Event{Kind: "remap", Severity: gpuwarden.SeverityCritical, Key: fmt.Sprintf("remap-%s-%t", g.UUID, h.RemapFailed),
+				Message: fmt.Sprintf("GPU %d (%s): %s", g.Index, g.Model, what)})
+		}
+		for _, x := range h.XIDs {
+			meaning, app := gpuwarden.XIDMeaning(x.XID)
+			sev := gpuwarden.SeverityCritical
+			if app {
+				sev = gpuwarden.SeverityWarning
+			}
+			a.alert(ctx, gpuwarden.Event{Kind: "xid", Severity: sev, Time: now,
+				Key:     fmt.Sprintf("xid-%s-%d-%d", g.UUID, x.XID, x.Time.UnixMilli()),
+				Message: fmt.Sprintf("GPU %d (%s): Xid %d, %s", g.Index, g.Model, x.XID, meaning)})
+		}
+	}
 }
 
 // Status returns a copy of the agent's current state.

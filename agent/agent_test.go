@@ -354,3 +354,15 @@ func TestSocketRelaysNoticesAndJobs(t *testing.T) {
 		t.Errorf("events %v, want the preemption", kinds)
 	}
 }
+
+func TestHealthAlertsOnce(t *testing.T) {
+	h := newHarness(t)
+	a := h.agent("2xH100,load=90,fault=xid@1,fault=ecc@0", Config{Idle: IdleConfig{Off: true}}, gpuwarden.HostSample{})
+	for i := 0; i < 3; i++ {
+		a.Tick(context.Background())
+		h.clock.add(time.Second)
+	}
+	if got := strings.Join(h.events(), ","); got != "ecc,xid" {
+		t.Errorf("events %q, want one ECC and one Xid alert", got)
+	}
+}
