@@ -1,0 +1,3 @@
+package objstore
+
+import _ "github.com/johannesboyne/gofakes3"
