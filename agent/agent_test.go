@@ -366,3 +366,37 @@ func TestHealthAlertsOnce(t *testing.T) {
 		t.Errorf("events %q, want one ECC and one Xid alert", got)
 	}
 }
+
+func TestClientReportsJobs(t *testing.T) {
+	h := newHarness(t)
+	a := h.agent("1xH100", idleConfig(), gpuwarden.HostSample{})
+	path := filepath.Join(t.TempDir(), "agent.sock")
+	sock, err := ListenSocket(path, a.Jobs, a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sock.Serve(ctx)
+	c, err := Dial(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Report("train-1", JobCheckpointing); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !a.Jobs.Checkpointing() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !a.Jobs.Checkpointing() {
+		t.Fatal("the agent did not hear the job checkpointing")
+	}
+	c.Close()
+	for len(a.Jobs.Active()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(a.Jobs.Active()); n != 0 {
+		t.Errorf("%d jobs left after the supervisor hung up", n)
+	}
+}

@@ -141,3 +141,47 @@ func Listen(ctx context.Context, path string, fn func(Message)) error {
 	}
 	return sc.Err()
 }
+
+// Client is a supervisor's connection to the agent: it hears notices and
+// reports its job's state, so the agent never stops the box mid-checkpoint.
+type Client struct {
+	conn net.Conn
+	mu   sync.Mutex
+	enc  *json.Encoder
+}
+
+// Dial connects to the agent's socket.
+func Dial(ctx context.Context, path string) (*Client, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the agent at %s: %w", path, err)
+	}
+	return &Client{conn: c, enc: json.NewEncoder(c)}, nil
+}
+
+// Report tells the agent a job's state: running, checkpointing or done.
+func (c *Client) Report(job, state string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	return c.enc.Encode(Message{Type: "job", Job: job, State: state})
+}
+
+// Notices delivers the agent's notices until ctx ends or the agent goes away.
+func (c *Client) Notices(ctx context.Context, fn func(gpuwarden.Notice)) {
+	go func() {
+		<-ctx.Done()
+		c.conn.Close()
+	}()
+	sc := bufio.NewScanner(c.conn)
+	for sc.Scan() {
+		var m Message
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "notice" && m.Notice != nil {
+			fn(*m.Notice)
+		}
+	}
+}
+
+// Close ends the connection; the agent forgets the jobs it reported.
+func (c *Client) Close() error { return c.conn.Close() }

@@ -22,9 +22,10 @@ const DefaultWallTimeout = 5 * time.Second
 //
 // The message goes to wall's standard input, not its arguments: busybox's
 // wall reads only a file or stdin, util-linux's reads a lone argument that
-// names an existing file as that file, and util-linux before 2.39 passed
-// arguments to terminals unfiltered (CVE-2024-28085) while stdin was always
-// filtered. Control characters are replaced here as well.
+// names an existing file as that file, and util-linux releases up to 2.40
+// passed arguments to terminals unfiltered (CVE-2024-28085, "WallEscape")
+// while they always filtered stdin. Control characters are replaced here as
+// well.
 type Wall struct {
 	// Run runs name with args and stdin, returning its combined output;
 	// nil means os/exec.

@@ -11,6 +11,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,9 +41,13 @@ const (
 
 // Defaults for a Webhook; the options below change them.
 const (
+	// DefaultAttempts is how many times a send is tried in all.
 	DefaultAttempts = 4
-	DefaultTimeout  = 5 * time.Second
-	DefaultBackoff  = 500 * time.Millisecond
+	// DefaultTimeout bounds one attempt.
+	DefaultTimeout = 5 * time.Second
+	// DefaultBackoff is the first wait between attempts; it doubles after each.
+	DefaultBackoff = 500 * time.Millisecond
+	// DefaultMaxDelay caps the doubling wait.
 	DefaultMaxDelay = 10 * time.Second
 	// DefaultMaxRetryAfter is the longest Retry-After a webhook waits out;
 	// beyond it the send fails at once, since an alert that arrives an hour
@@ -165,8 +170,10 @@ func (w *Webhook) String() string { return "webhook " + w.target }
 // StatusError is an endpoint's non-2xx answer, kept whole so that callers
 // can tell a wrong URL or payload (4xx) from an outage (5xx).
 type StatusError struct {
+	// StatusCode is the HTTP status, never a 2xx.
 	StatusCode int
-	Status     string
+	// Status is the status line's text, "429 Too Many Requests".
+	Status string
 	// Body is the first 200 bytes of the answer, where endpoints say why.
 	Body string
 	// RetryAfter is the wait the endpoint asked for; zero when it did not.
@@ -259,7 +266,10 @@ func (e *netError) Unwrap() error { return e.err }
 func retryable(err error) bool {
 	var ne *netError
 	if errors.As(err, &ne) {
-		return true
+		// A certificate the client rejects stays rejected; anything else
+		// before an answer (refused, reset, timed out) may pass next time.
+		var ce *tls.CertificateVerificationError
+		return !errors.As(err, &ce)
 	}
 	var se *StatusError
 	if errors.As(err, &se) {

@@ -2,8 +2,10 @@ package notify
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -328,6 +330,28 @@ func TestWebhookErrorsHideTheURLPath(t *testing.T) {
 	err := w.Notify(context.Background(), budgetEvent)
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("error = %v, want a failure that does not quote the secret path", err)
+	}
+}
+
+func TestWebhookBadCertificateIsNotRetried(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.mu.Lock()
+		rec.bodies = append(rec.bodies, "")
+		rec.mu.Unlock()
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	defer srv.Close()
+	sl := &sleeps{}
+	w := newTestWebhook(t, srv.URL, FormatSlack, sl) // a plain client: the test CA is unknown to it
+	err := w.Notify(context.Background(), budgetEvent)
+	var ce *tls.CertificateVerificationError
+	if !errors.As(err, &ce) {
+		t.Fatalf("error = %v, want a certificate verification error", err)
+	}
+	if got := sl.got(); len(got) != 0 {
+		t.Errorf("sleeps = %v, want no retry", got)
 	}
 }
 

@@ -445,19 +445,29 @@ func TestRereadSeesNewCounters(t *testing.T) {
 	}
 }
 
-// BenchmarkSample is one agent tick on this machine's /proc.
+// BenchmarkSample is one agent tick on this machine's /proc: with the
+// process scan on every call, and with ProcessEvery at 10 s on a clock that
+// advances a second per call, as in the agent.
 func BenchmarkSample(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("no /proc")
 	}
-	s := &Sampler{}
-	defer s.Close()
-	var hs gpuwarden.HostSample
-	var err error
-	for b.Loop() {
-		if hs, err = s.Sample(); err != nil {
-			b.Fatal(err)
-		}
+	for _, every := range []time.Duration{0, 10 * time.Second} {
+		b.Run("process-every="+every.String(), func(b *testing.B) {
+			tick := time.Now()
+			s := &Sampler{ProcessEvery: every, Now: func() time.Time {
+				tick = tick.Add(time.Second)
+				return tick
+			}}
+			defer s.Close()
+			var hs gpuwarden.HostSample
+			var err error
+			for b.Loop() {
+				if hs, err = s.Sample(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(hs.Processes)), "names")
+		})
 	}
-	b.ReportMetric(float64(len(hs.Processes)), "names")
 }
