@@ -1,5 +1,13 @@
 // Package objstore keeps committed checkpoints somewhere durable: a local
-// directory or an S3-compatible bucket (minio-go).
+// directory (another disk, a network mount) or an S3-compatible bucket
+// through minio-go.
+//
+// A checkpoint is a directory whose manifest.json lists every file with its
+// size and sha256. Both stores lay a checkpoint out as NAME/FILE next to
+// NAME/manifest.json and write the manifest last, so a push that dies half
+// way leaves no manifest and List never offers it. Files already held with
+// the same size and sha256 are skipped, which makes a repeated or resumed
+// sync send only what changed. Every pull re-hashes what it receives against
+// the manifest before the checkpoint appears under its name, because a
+// resume from silently damaged weights costs more than a fresh start.
 package objstore
-
-import _ "github.com/minio/minio-go/v7"

@@ -171,7 +171,9 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	host := &procfs.Sampler{}
+	// Process names and sessions every 5 s keep a busy host (thousands of
+	// processes) inside the agent's CPU budget; the idle window is minutes.
+	host := &procfs.Sampler{ProcessEvery: 5 * time.Second}
 	defer host.Close()
 	ag := agent.New(cfg, gpus, host, ledger, notifier, log)
 	ag.SetSimulated(f.simulate != "")
@@ -282,7 +284,8 @@ func (a *app) notifier(f *upFlags, node string, log *slog.Logger) (gpuwarden.Not
 	for _, u := range f.webhooks {
 		w, err := notify.NewWebhook(u, f.webhookFormat, client, notify.WithNode(node), notify.WithLogger(log))
 		if err != nil {
-			return nil, &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: "--webhook " + u, Err: err}
+			// The error names only the scheme and host: a webhook's path is its secret.
+			return nil, &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: "--webhook", Err: err}
 		}
 		ns = append(ns, w)
 	}

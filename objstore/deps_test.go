@@ -1,3 +1,0 @@
-package objstore
-
-import _ "github.com/johannesboyne/gofakes3"
