@@ -1,0 +1,164 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// DefaultPoll is how often a Watcher looks for new checkpoints: short enough
+// that a checkpoint written in answer to a notice is seen well inside the
+// provider's warning window.
+const DefaultPoll = 200 * time.Millisecond
+
+// Watcher commits the checkpoints a job marks complete under root/incoming
+// and reports every checkpoint that appears under root/committed, including
+// those the job committed itself with `gpuwarden checkpoint commit`.
+type Watcher struct {
+	// Interval is the polling period, DefaultPoll when zero.
+	Interval time.Duration
+
+	root     string
+	onCommit func(gpuwarden.Checkpoint)
+	log      *slog.Logger
+	now      func() time.Time
+	cache    *hashCache
+	lastSeq  int
+	failed   map[string]time.Time
+}
+
+// NewWatcher returns a watcher of root that reports only checkpoints
+// committed after it was made, so that old ones are not synced again.
+func NewWatcher(root string, onCommit func(gpuwarden.Checkpoint), log *slog.Logger) (*Watcher, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{IncomingDir, CommittedDir} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{root: root, onCommit: onCommit, log: log, now: time.Now, failed: map[string]time.Time{}}
+	es, err := entries(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		w.lastSeq = max(w.lastSeq, e.seq)
+	}
+	return w, nil
+}
+
+// Run polls until ctx is done; the caller runs Scan once more afterwards to
+// catch a marker written just before the job exited.
+func (w *Watcher) Run(ctx context.Context) {
+	iv := w.Interval
+	if iv <= 0 {
+		iv = DefaultPoll
+	}
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		w.Scan()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Scan commits every marked checkpoint under incoming/ and reports the new
+// valid ones under committed/, oldest first; it must not run concurrently
+// with itself or Run.
+func (w *Watcher) Scan() []gpuwarden.Checkpoint {
+	w.commitMarked()
+	es, err := entries(w.root)
+	if err != nil {
+		w.log.Warn("list checkpoints", "err", err)
+		return nil
+	}
+	var out []gpuwarden.Checkpoint
+	for _, e := range es {
+		if e.seq <= w.lastSeq {
+			continue
+		}
+		w.lastSeq = e.seq
+		cp, err := validate(e.path, w.cache)
+		if err != nil {
+			w.log.Warn("torn checkpoint", "name", e.name, "reason", err)
+			continue
+		}
+		out = append(out, cp)
+		if w.onCommit != nil {
+			w.onCommit(cp)
+		}
+	}
+	return out
+}
+
+// commitMarked commits incoming directories holding a marker, lowest step
+// first so that sequence order follows the job's progress.
+func (w *Watcher) commitMarked() {
+	dir := filepath.Join(w.root, IncomingDir)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			w.log.Warn("list incoming checkpoints", "err", err)
+		}
+		return
+	}
+	type marked struct {
+		name string
+		step int64
+		at   time.Time
+	}
+	var ms []marked
+	for _, d := range des {
+		if !d.IsDir() {
+			continue
+		}
+		info, err := os.Stat(filepath.Join(dir, d.Name(), MarkerName))
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		ms = append(ms, marked{name: d.Name(), step: stepOf(d.Name()), at: info.ModTime()})
+	}
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].step != ms[j].step {
+			return ms[i].step < ms[j].step
+		}
+		if !ms[i].at.Equal(ms[j].at) {
+			return ms[i].at.Before(ms[j].at)
+		}
+		return ms[i].name < ms[j].name
+	})
+	for _, m := range ms {
+		// A checkpoint that failed to commit is retried only when its marker
+		// is written again, so one bad directory does not flood the log.
+		if at, ok := w.failed[m.name]; ok && at.Equal(m.at) {
+			continue
+		}
+		_, err := commit(w.root, filepath.Join(dir, m.name), w.now, w.cache)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // committed by `gpuwarden checkpoint commit` meanwhile
+		}
+		if err != nil {
+			w.failed[m.name] = m.at
+			w.log.Warn("commit checkpoint", "name", m.name, "err", err, "hint", gpuwarden.ErrorHint(err))
+			continue
+		}
+		delete(w.failed, m.name)
+	}
+}
