@@ -338,7 +338,7 @@ func TestSocketRelaysNoticesAndJobs(t *testing.T) {
 	got := make(chan Message, 1)
 	go func() { _ = Listen(ctx, path, func(m Message) { got <- m }) }()
 	deadline := time.Now().Add(2 * time.Second)
-	for len(sock.conns) == 0 && time.Now().Before(deadline) {
+	for sock.Connected() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	a.OnNotice(ctx, gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticePreemption, ID: "x1"})

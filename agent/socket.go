@@ -102,6 +102,13 @@ func (s *Socket) read(c net.Conn) {
 	}
 }
 
+// Connected is the number of supervisors connected now.
+func (s *Socket) Connected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Broadcast sends a message to every connected supervisor; a connection
 // that cannot take it within a second is dropped.
 func (s *Socket) Broadcast(m Message) {
