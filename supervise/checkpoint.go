@@ -132,6 +132,13 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 	// The old entry's removal is durable too, so a crash cannot resurrect a
 	// second copy under incoming/ that the watcher would commit again.
 	_ = syncDir(filepath.Dir(dir))
+	// The marker goes only now: removed before the rename, a crash would
+	// leave an unmarked directory that looks like a partial write. Left
+	// behind by a crash, it is harmless, since validation ignores files
+	// outside the manifest.
+	if err := os.Remove(filepath.Join(target, MarkerName)); err == nil {
+		_ = syncDir(target)
+	}
 	return cp, nil
 }
 
@@ -573,8 +580,8 @@ type hashCache struct {
 }
 
 type fileKey struct {
-	dev, ino            uint64
-	size, mtime, ctime  int64
+	dev, ino           uint64
+	size, mtime, ctime int64
 }
 
 type cached struct {

@@ -17,7 +17,7 @@ import (
 var (
 	// hardwareFaults name the GPU or its link failing, whatever the job did.
 	hardwareFaults = []string{
-		"uncorrectable ecc error",     // cudaErrorECCUncorrectable's message
+		"uncorrectable ecc error",      // cudaErrorECCUncorrectable's message
 		"cuda_error_ecc_uncorrectable", // driver API name
 		"cudaerroreccuncorrectable",
 		"uncorrectable nvlink error", // cudaErrorNvlinkUncorrectable

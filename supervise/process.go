@@ -118,6 +118,8 @@ func Start(ctx context.Context, argv, env []string, dir string, out io.Writer) (
 	// that a surviving grandchild holding the pipe keeps open forever.
 	cmd.Stdout = w
 	cmd.Stderr = w
+	// Pdeathsig fires when the forking thread exits; the Go runtime keeps
+	// its threads unless a goroutine locked to one exits, which this package never does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		r.Close()
@@ -161,6 +163,7 @@ func Start(ctx context.Context, argv, env []string, dir string, out io.Writer) (
 // ignoreErrors keeps the tail filling when the caller's writer fails.
 type ignoreErrors struct{ w io.Writer }
 
+// Write always succeeds, whatever the wrapped writer says.
 func (i ignoreErrors) Write(b []byte) (int, error) {
 	_, _ = i.w.Write(b)
 	return len(b), nil
@@ -374,6 +377,7 @@ type tailBuffer struct {
 	cr      bool
 }
 
+// Write splits output into lines, keeping the last TailLines.
 func (t *tailBuffer) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -14,9 +14,10 @@ const (
 	// DefaultMaxRestarts caps restarts of all classes together, so a job
 	// that fails a different way each time still stops.
 	DefaultMaxRestarts = 20
-	// DefaultBackoffBase and DefaultBackoffMax bound the exponential backoff.
+	// DefaultBackoffBase is the first backoff ceiling, doubled per restart of a class.
 	DefaultBackoffBase = 2 * time.Second
-	DefaultBackoffMax  = 5 * time.Minute
+	// DefaultBackoffMax caps the ceiling, so a flapping job still retries every few minutes.
+	DefaultBackoffMax = 5 * time.Minute
 	// PreemptedWait is the pause before restarting after a notice: no
 	// backoff, since nothing failed, only enough to let the old group's
 	// GPU memory be released.

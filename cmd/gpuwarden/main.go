@@ -156,7 +156,8 @@ box against it in about a second (lock, canary); more commands as they land.
 	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
-		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand())
+		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
+		a.runCommand(), a.checkpointCommand())
 	return root
 }
 

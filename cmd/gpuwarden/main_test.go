@@ -14,8 +14,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-// binary is the real gpuwarden, built once for the end-to-end tests.
-var binary string
+// binary is the real gpuwarden, built once for the end-to-end tests, and
+// trainer the example job of examples/trainer.
+var binary, trainer string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -24,10 +25,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "gpuwarden")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("build gpuwarden: " + err.Error())
+	trainer = filepath.Join(dir, "trainer")
+	for out, pkg := range map[string]string{binary: ".", trainer: "../../examples/trainer"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			panic("build " + pkg + ": " + err.Error())
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/agent"
+	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/gpuwarden/gpuwarden/objstore"
+	"github.com/gpuwarden/gpuwarden/plan"
+	"github.com/gpuwarden/gpuwarden/preempt"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/gpuwarden/gpuwarden/supervise"
+	"github.com/spf13/cobra"
+)
+
+type runFlags struct {
+	checkpointDir string
+	sync          string
+	s3            objstore.Options
+	keep          int
+	maxRestarts   int
+	retryOn       string
+	signal        string
+	grace         time.Duration
+	planFile      string
+	dataDir       string
+	socket        string
+	cloud         string
+	metadata      preempt.Endpoints
+	drill         bool
+	drillTimeout  time.Duration
+	output        string
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var f runFlags
+	f.metadata = preempt.DefaultEndpoints()
+	c := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run a job that survives preemption: checkpoints, retries, a proven resume",
+		Long: `run supervises COMMAND on this box. The job writes each checkpoint into its
+own directory under $GPUWARDEN_CHECKPOINT_DIR and marks it complete (an empty
+.complete file, or gpuwarden checkpoint commit DIR); gpuwarden then hashes it
+into a manifest, commits it atomically, keeps the last --keep, and syncs it to
+--sync (a directory or s3://bucket/prefix) — refusing a target outside the
+plan's allowed countries before any upload. On a restart, or on a fresh box
+after pulling the newest valid checkpoint from --sync, the job gets
+$GPUWARDEN_RESUME_FROM (and {resume} in COMMAND); a torn or corrupt checkpoint
+is never resumed.
+
+On a preemption notice (from the agent's socket, or its own metadata polling
+when no agent runs) or on SIGTERM, the job gets --signal (SIGUSR1) to
+checkpoint, then SIGTERM once a new checkpoint is committed or --grace passes.
+Exits are classed — preempted, host-oom, cuda-oom, gpu-fault (NCCL, Xid,
+ECC), killed, user-error — each with its own retry budget and backoff;
+user errors are not retried unless --retry-on names them. The job runs in its
+own process group and never outlives the supervisor, even under kill -9.
+
+--drill proves the resume: it starts the job, waits for its first checkpoint,
+kills it as a preemption would, restarts it and checks that it went on from
+that checkpoint instead of starting over.
+
+` + exitCodesHelp + `
+  (run exits with the job's own exit code when it failed; --drill exits 1 on FAIL)`,
+		Example: `  gpuwarden run --checkpoint-dir ./ckpt -- python train.py --resume {resume}
+  gpuwarden run --sync s3://my-bucket/run-42 --plan gpuwarden.yaml -- ./train.sh
+  gpuwarden run --drill -- go run ./examples/trainer`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if !cmd.Flags().Changed("log-level") {
+				a.log = a.logAt("info")
+			}
+			return a.runJob(cmd, &f, argv)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.checkpointDir, "checkpoint-dir", "checkpoints", "where the job's checkpoints live (incoming/ and committed/)")
+	fl.StringVar(&f.sync, "sync", "", "durable copy of committed checkpoints: a `TARGET` directory or s3://bucket/prefix")
+	fl.StringVar(&f.s3.Endpoint, "s3-endpoint", "", "S3-compatible endpoint host:port (default AWS)")
+	fl.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
+	fl.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain http to the S3 endpoint (a local MinIO)")
+	fl.BoolVar(&f.s3.PathStyle, "s3-path-style", false, "path-style S3 URLs (MinIO and most non-AWS stores)")
+	fl.IntVar(&f.keep, "keep", 3, "committed checkpoints to keep on the box")
+	fl.IntVar(&f.maxRestarts, "max-restarts", 20, "restarts of all classes together")
+	fl.StringVar(&f.retryOn, "retry-on", "", "also retry these exit `CLASSES` (comma-separated, e.g. user-error)")
+	fl.StringVar(&f.signal, "signal", "USR1", "signal that asks the job to checkpoint now")
+	fl.DurationVar(&f.grace, "grace", 0, "how long the job has to checkpoint after a notice (default: the cloud's notice window less a margin; 90s)")
+	fl.StringVar(&f.planFile, "plan", "", "plan `FILE` for the rate of lost work and the allowed countries (default ./gpuwarden.yaml when present)")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the agent's data directory: its socket and the ledger the report goes to")
+	fl.StringVar(&f.socket, "agent-socket", "", "the agent's socket (default DATA_DIR/agent.sock)")
+	fl.StringVar(&f.cloud, "cloud", "auto", "without an agent, poll this cloud's metadata for notices: auto, aws, gcp, azure or none")
+	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
+	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
+	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
+	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
+		_ = fl.MarkHidden(h)
+	}
+	fl.BoolVar(&f.drill, "drill", false, "prove the resume: start, kill after the first checkpoint, restart, check")
+	fl.DurationVar(&f.drillTimeout, "drill-timeout", 10*time.Minute, "give the drill up after this long")
+	fl.StringVarP(&f.output, "output", "o", "table", "report format: table or json")
+	return c
+}
+
+func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
+	if err := outputFormat(f.output, "table", "json"); err != nil {
+		return err
+	}
+	sig, err := parseSignal(f.signal)
+	if err != nil {
+		return err
+	}
+	policy := supervise.Policy{MaxRestarts: f.maxRestarts}
+	if f.retryOn != "" {
+		if policy.Budgets, err = supervise.ParseRetryOn(f.retryOn); err != nil {
+			return err
+		}
+	}
+	if f.keep < 1 {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--keep must be at least 1, got %d", f.keep)
+	}
+	p, planPath, err := loadPlanIfAny(planArgs(f.planFile))
+	if err != nil {
+		return err
+	}
+	if err := supervise.BecomeSubreaper(); err != nil {
+		a.log.Warn("cannot become a subreaper: grandchildren of a killed job may outlive it", "err", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := a.log.With("component", "run")
+
+	store, err := a.openStore(ctx, f, p)
+	if err != nil {
+		return err
+	}
+	if store != nil {
+		if err := restoreNewest(ctx, store, f.checkpointDir, log); err != nil {
+			return err
+		}
+	}
+	s := &supervise.Supervisor{Argv: argv, CheckpointDir: f.checkpointDir, Env: os.Environ(), Out: a.stderr,
+		Policy: policy, CheckpointSignal: sig, Grace: f.grace, Keep: f.keep, Log: log}
+	if store != nil {
+		s.OnCommit = func(cp gpuwarden.Checkpoint) error {
+			// The checkpoint taken because the supervisor is being stopped
+			// must still reach the store: the sync outlives ctx, bounded.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			start := time.Now()
+			if err := store.Push(sctx, cp); err != nil {
+				log.Error("sync checkpoint", "checkpoint", cp.Name, "to", store.Where(), "err", err)
+				return err
+			}
+			log.Info("checkpoint synced", "checkpoint", cp.Name, "to", store.Where(), "took", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+	}
+	notices, provider := a.runNotices(ctx, f, s, log)
+	if s.Grace == 0 {
+		s.Grace = graceFor(provider)
+	}
+
+	if f.drill {
+		res, err := supervise.Drill(ctx, s, f.drillTimeout)
+		if err != nil {
+			return err
+		}
+		return a.printDrill(f.output, res)
+	}
+	report, err := s.Run(ctx, notices)
+	if err != nil {
+		return err
+	}
+	a.priceRework(&report, p, planPath)
+	a.recordReport(ctx, f.dataDir, report, log)
+	if f.output == "json" {
+		err = writeJSON(a.stdout, report)
+	} else {
+		err = runReportTable(a.stdout, report)
+	}
+	if err != nil {
+		return err
+	}
+	if report.ExitCode != 0 {
+		return &exitError{code: min(max(report.ExitCode, 1), 125)}
+	}
+	return nil
+}
+
+func planArgs(file string) []string {
+	if file == "" {
+		return nil
+	}
+	return []string{file}
+}
+
+func parseSignal(name string) (syscall.Signal, error) {
+	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
+	case "USR1":
+		return syscall.SIGUSR1, nil
+	case "USR2":
+		return syscall.SIGUSR2, nil
+	case "INT":
+		return syscall.SIGINT, nil
+	case "TERM":
+		return syscall.SIGTERM, nil
+	case "HUP":
+		return syscall.SIGHUP, nil
+	}
+	return 0, gpuwarden.Errorf(gpuwarden.EInvalid, "--signal: %q is not a signal a job can catch", name).WithHint("one of: USR1, USR2, INT, TERM, HUP")
+}
+
+// graceFor leaves the job the provider's notice window less a margin to
+// sync and stop: AWS gives 2 minutes, GCP and Azure 30 seconds.
+func graceFor(provider string) time.Duration {
+	switch provider {
+	case preempt.ProviderAWS:
+		return 90 * time.Second
+	case preempt.ProviderGCP, preempt.ProviderAzure:
+		return 20 * time.Second
+	}
+	return 90 * time.Second
+}
+
+// openStore opens --sync and refuses a bucket outside the plan's allowed
+// countries before anything is uploaded.
+func (a *app) openStore(ctx context.Context, f *runFlags, p *gpuwarden.Plan) (gpuwarden.CheckpointStore, error) {
+	if f.sync == "" {
+		return nil, nil
+	}
+	store, err := objstore.Open(ctx, f.sync, f.s3)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || len(p.Residency.Countries) == 0 {
+		return store, nil
+	}
+	region, err := objstore.RegionOf(ctx, store)
+	if err != nil {
+		return nil, fmt.Errorf("find where %s is: %w", store.Where(), err)
+	}
+	if region == "" {
+		return store, nil // a local directory: on this box
+	}
+	country := catalog.CountryOf("aws", region)
+	if country == "" {
+		country = catalog.CountryOf("gcp", region)
+	}
+	if !slices.Contains(p.Residency.Countries, country) {
+		where := region
+		if country != "" {
+			where += " (" + country + ")"
+		}
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--sync %s is in %s, outside the plan's allowed countries (%s): nothing was uploaded",
+			store.Where(), where, strings.Join(p.Residency.Countries, ", ")).WithHint("use a bucket in an allowed region")
+	}
+	return store, nil
+}
+
+// restoreNewest pulls the store's newest checkpoint when this box has no
+// valid one: the first step of a job moved to a fresh box.
+func restoreNewest(ctx context.Context, store gpuwarden.CheckpointStore, dir string, log *slog.Logger) error {
+	if _, ok, err := supervise.Newest(dir); err != nil || ok {
+		return err
+	}
+	remote, err := store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", store.Where(), err)
+	}
+	for i := len(remote) - 1; i >= 0; i-- {
+		cp, err := store.Pull(ctx, remote[i].Name, filepath.Join(dir, "committed"))
+		if err != nil {
+			log.Warn("skip a checkpoint that does not verify", "checkpoint", remote[i].Name, "err", err)
+			continue
+		}
+		log.Info("restored the newest checkpoint", "checkpoint", cp.Name, "from", store.Where())
+		return nil
+	}
+	return nil
+}
+
+// runNotices feeds preemption notices to the supervisor: from the agent when
+// one runs (and the agent hears the job's state), else from the cloud's
+// metadata directly.
+func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervisor, log *slog.Logger) (<-chan gpuwarden.Notice, string) {
+	ch := make(chan gpuwarden.Notice, 4)
+	path := f.socket
+	if path == "" {
+		path = filepath.Join(f.dataDir, "agent.sock")
+	}
+	fake := f.metadata != preempt.DefaultEndpoints()
+	if c, err := agent.Dial(ctx, path); err == nil && !fake {
+		log.Info("listening to the agent for notices", "socket", path)
+		job := fmt.Sprintf("run-%d", os.Getpid())
+		s.OnState = func(state string) {
+			if err := c.Report(job, state); err != nil {
+				log.Warn("tell the agent", "err", err)
+			}
+		}
+		go c.Notices(ctx, func(n gpuwarden.Notice) { ch <- n })
+		return ch, ""
+	}
+	if f.cloud == "none" {
+		return ch, ""
+	}
+	client := preempt.NewClient()
+	var src preempt.Source
+	var err error
+	if f.cloud == "auto" {
+		src, err = preempt.Detect(ctx, client, f.metadata)
+	} else {
+		src, err = preempt.ForProvider(f.cloud, client, f.metadata)
+	}
+	if err != nil {
+		if !errors.Is(err, preempt.ErrNoCloud) {
+			log.Warn("cloud metadata", "err", err)
+		}
+		return ch, ""
+	}
+	log.Info("polling cloud metadata for notices", "cloud", src.Provider())
+	go preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ch <- n }, func(err error) { log.Debug("poll", "err", err) })
+	return ch, src.Provider()
+}
+
+// priceRework prices the lost work at the plan's box rate, when it has one.
+func (a *app) priceRework(r *gpuwarden.RunReport, p *gpuwarden.Plan, planPath string) {
+	if p == nil || p.Box == nil {
+		return
+	}
+	cat, err := catalog.Load(planCatalogs(planPath, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
+	if err != nil {
+		return
+	}
+	rate, _, err := plan.BoxRate(p, cat)
+	if err != nil {
+		return
+	}
+	r.Currency = p.Budget.Currency
+	r.ReworkCost = gpuwarden.MulCents(rate, gpuwarden.MicrosFromFloat(r.LostSeconds/3600))
+}
+
+// recordReport keeps the report in the agent's ledger when it exists.
+func (a *app) recordReport(ctx context.Context, dataDir string, r gpuwarden.RunReport, log *slog.Logger) {
+	path := filepath.Join(dataDir, "ledger.db")
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	l, err := sqlite.Open(ctx, path)
+	if err != nil {
+		log.Warn("open the ledger", "err", err)
+		return
+	}
+	defer l.Close()
+	b, _ := json.Marshal(r)
+	_, err = l.RecordEvent(ctx, gpuwarden.Event{Time: r.End, Kind: "run-report", Severity: gpuwarden.SeverityInfo,
+		Message: fmt.Sprintf("job %s ended %s after %d attempts", strings.Join(r.Command, " "), r.Class, len(r.Attempts)),
+		Data:    map[string]string{"report": string(b)}})
+	if err != nil {
+		log.Warn("record the run report", "err", err)
+	}
+}
+
+func runReportTable(w io.Writer, r gpuwarden.RunReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nJob       %s\n", strings.Join(r.Command, " "))
+	fmt.Fprintf(&b, "Result    %s (exit %d) after %d attempts in %s\n", r.Class, r.ExitCode, len(r.Attempts), r.End.Sub(r.Start).Round(time.Second))
+	rows := [][]string{{"#", "CLASS", "EXIT", "TOOK", "LOST", "RESUMED FROM"}}
+	for _, at := range r.Attempts {
+		exit := fmt.Sprint(at.ExitCode)
+		if at.Signal != "" {
+			exit = at.Signal
+		}
+		from := at.ResumedFrom
+		if from == "" {
+			from = "(fresh start)"
+		}
+		rows = append(rows, []string{fmt.Sprint(at.Number), at.Class, exit, at.End.Sub(at.Start).Round(100 * time.Millisecond).String(),
+			(time.Duration(at.LostSeconds * float64(time.Second))).Round(100 * time.Millisecond).String(), filepath.Base(from)})
+	}
+	t := newTable(&b)
+	for _, row := range rows {
+		t.row(row...)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	classes := make([]string, 0, len(r.Restarts))
+	for c, n := range r.Restarts {
+		classes = append(classes, fmt.Sprintf("%d %s", n, c))
+	}
+	sort.Strings(classes)
+	restarts := "none"
+	if len(classes) > 0 {
+		restarts = strings.Join(classes, ", ")
+	}
+	fmt.Fprintf(&b, "Restarts  %s\n", restarts)
+	lost := (time.Duration(r.LostSeconds * float64(time.Second))).Round(100 * time.Millisecond)
+	if r.Currency != "" {
+		fmt.Fprintf(&b, "Lost work %s, %s to redo at the plan's rate\n", lost, r.Currency.Format(r.ReworkCost))
+	} else {
+		fmt.Fprintf(&b, "Lost work %s\n", lost)
+	}
+	fmt.Fprintf(&b, "Checkpoints committed: %d\n", len(r.Checkpoints))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (a *app) printDrill(output string, res supervise.DrillResult) error {
+	if output == "json" {
+		if err := writeJSON(a.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		verdict := "FAIL"
+		if res.Pass {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(a.stdout, "Resume drill: %s\n", verdict)
+		for _, e := range res.Evidence {
+			fmt.Fprint(a.stdout, wrap(e, "  • ", pageWidth))
+		}
+	}
+	if !res.Pass {
+		return gpuwarden.Errorf(gpuwarden.EFinding, "drill failed")
+	}
+	return nil
+}
