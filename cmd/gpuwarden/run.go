@@ -153,7 +153,7 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 		}
 	}
 	s := &supervise.Supervisor{Argv: argv, CheckpointDir: f.checkpointDir, Env: os.Environ(), Out: a.stderr,
-		Policy: policy, CheckpointSignal: sig, Grace: f.grace, Keep: f.keep, Log: log}
+		Policy: policy, CheckpointSignal: sig, Grace: f.grace, Keep: f.keep, Log: a.log}
 	if store != nil {
 		s.OnCommit = func(cp gpuwarden.Checkpoint) error {
 			// The checkpoint taken because the supervisor is being stopped
@@ -196,7 +196,11 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 		return err
 	}
 	if report.ExitCode != 0 {
-		return &exitError{code: min(max(report.ExitCode, 1), 125)}
+		code := report.ExitCode
+		if code < 1 || code > 255 {
+			code = 1
+		}
+		return &exitError{code: code}
 	}
 	return nil
 }
@@ -377,7 +381,11 @@ func (a *app) recordReport(ctx context.Context, dataDir string, r gpuwarden.RunR
 func runReportTable(w io.Writer, r gpuwarden.RunReport) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nJob       %s\n", strings.Join(r.Command, " "))
-	fmt.Fprintf(&b, "Result    %s (exit %d) after %d attempts in %s\n", r.Class, r.ExitCode, len(r.Attempts), r.End.Sub(r.Start).Round(time.Second))
+	attempts := "attempts"
+	if len(r.Attempts) == 1 {
+		attempts = "attempt"
+	}
+	fmt.Fprintf(&b, "Result    %s (exit %d) after %d %s in %s\n", r.Class, r.ExitCode, len(r.Attempts), attempts, r.End.Sub(r.Start).Round(100*time.Millisecond))
 	rows := [][]string{{"#", "CLASS", "EXIT", "TOOK", "LOST", "RESUMED FROM"}}
 	for _, at := range r.Attempts {
 		exit := fmt.Sprint(at.ExitCode)
