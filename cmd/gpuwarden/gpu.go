@@ -48,14 +48,23 @@ func (f *gpuFlags) open(a *app) (gpuwarden.GPUs, error) {
 // binary (`gpuwarden __probe`), so that a driver call that never returns is
 // killed with the child when ctx ends instead of hanging the canary.
 func (a *app) probeGPU(ctx context.Context, simulate string, req gpuwarden.ProbeRequest) (gpuwarden.ProbeResult, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return gpuwarden.ProbeResult{}, fmt.Errorf("find own binary: %w", err)
-	}
 	args := []string{"__probe", "--index", strconv.Itoa(req.Index), "--alloc-bytes", strconv.FormatUint(req.AllocBytes, 10),
 		"--seed", strconv.FormatUint(req.Seed, 10)}
 	if req.VerifySeed != 0 {
 		args = append(args, "--verify-seed", strconv.FormatUint(req.VerifySeed, 10))
+	}
+	var r gpuwarden.ProbeResult
+	err := runGPUChild(ctx, req.Index, "CUDA work", simulate, args, &r)
+	return r, err
+}
+
+// runGPUChild runs this binary with args as the GPU work of one GPU, kills it
+// when ctx ends, and decodes its JSON result into out. A child that found no
+// driver exits 3, which comes back as an environment error.
+func runGPUChild(ctx context.Context, index int, what, simulate string, args []string, out any) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
 	}
 	if simulate != "" {
 		args = append(args, "--simulate", simulate)
@@ -64,27 +73,25 @@ func (a *app) probeGPU(ctx context.Context, simulate string, req gpuwarden.Probe
 	cmd.WaitDelay = 500 * time.Millisecond
 	// CUDA numbers GPUs fastest first; NVML and the user count by PCI bus.
 	cmd.Env = append(os.Environ(), "CUDA_DEVICE_ORDER=PCI_BUS_ID")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		return gpuwarden.ProbeResult{}, gpuwarden.Errorf(gpuwarden.EEnvironment,
-			"GPU %d: CUDA work did not finish within %s and was killed (%s)", req.Index, time.Since(start).Round(100*time.Millisecond),
-			lastLine(errb.String(), "a driver call hung"))
+		return gpuwarden.Errorf(gpuwarden.EEnvironment, "GPU %d: %s did not finish within %s and was killed (%s)",
+			index, what, time.Since(start).Round(100*time.Millisecond), lastLine(stderr.String(), "a driver call hung"))
 	}
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == exitEnvironment {
-			return gpuwarden.ProbeResult{}, gpuwarden.Errorf(gpuwarden.EEnvironment, "%s", lastLine(errb.String(), "no CUDA driver"))
+			return gpuwarden.Errorf(gpuwarden.EEnvironment, "%s", lastLine(stderr.String(), "no CUDA driver"))
 		}
-		return gpuwarden.ProbeResult{}, fmt.Errorf("GPU %d: %s", req.Index, lastLine(errb.String(), err.Error()))
+		return fmt.Errorf("GPU %d: %s", index, lastLine(stderr.String(), err.Error()))
 	}
-	var r gpuwarden.ProbeResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		return r, fmt.Errorf("GPU %d: read probe result: %w", req.Index, err)
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		return fmt.Errorf("GPU %d: read the %s result: %w", index, what, err)
 	}
-	return r, nil
+	return nil
 }
 
 // lastLine is the last non-empty line of a child's stderr, without the
