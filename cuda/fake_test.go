@@ -67,7 +67,7 @@ func loadFake(t *testing.T) *fakeCUDA {
 			}
 		}
 		lib := filepath.Join(fakeDir, "libcuda.so.1")
-		out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", lib, "testdata/fakecuda.c", "-lpthread").CombinedOutput()
+		out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", lib, "testdata/fakecuda.c", "-lpthread", "-lm").CombinedOutput()
 		if err != nil {
 			fake.buildErr = errors.New("build fakecuda.c: " + err.Error() + "\n" + string(out))
 			return

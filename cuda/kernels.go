@@ -15,7 +15,44 @@ const (
 	kernelVerify = "gw_verify" // (u64 buf, u64 nwords, u64 seed, u64 errcount, u64 firstbad)
 	kernelCopy   = "gw_copy"   // (u64 dst, u64 src, u64 n16), 16 bytes a step
 	kernelFMA    = "gw_fma"    // (u64 out, u32 iters), fmaFlopsPerIter FLOPs a thread an iteration
+	// The burn-in memory test: one fill and one verify for every pattern.
+	kernelPatternFill   = "gw_pfill"   // (u64 buf, u64 nwords, u64 arg, u32 id)
+	kernelPatternVerify = "gw_pverify" // (u64 buf, u64 nwords, u64 arg, u32 id, u64 stats)
 )
+
+// kernelNames are the entries a session resolves, in kernels.ptx order.
+var kernelNames = []string{kernelFill, kernelVerify, kernelCopy, kernelFMA, kernelPatternFill, kernelPatternVerify}
+
+// Word kinds of gw_pfill and gw_pverify; any other id means wordRandom.
+const (
+	wordConstant = 0 // the key itself
+	wordWalking  = 1 // 1 << (i % 32)
+	wordAddress  = 2 // lo32(4i) ^ key
+	wordRandom   = 3 // Pattern(i, arg)
+)
+
+// verifySlots is how many bad word indices gw_pverify records, and
+// verifyStatsWords the u64s of its stats block: count, minimum, slot
+// counter, then the slots.
+const (
+	verifySlots      = 16
+	verifyStatsWords = 3 + verifySlots
+)
+
+// burnWord is the word gw_pfill writes at index i of a chunk; it mirrors
+// the PTX so the host can plant a wrong word and tests can check the GPU's.
+func burnWord(id uint32, i, arg uint64) uint32 {
+	key := SeedKey(arg)
+	switch id {
+	case wordConstant:
+		return key
+	case wordWalking:
+		return 1 << (i % 32)
+	case wordAddress:
+		return uint32(4*i) ^ key
+	}
+	return Pattern(i, arg)
+}
 
 // Launch geometry shared by every kernel: all are grid-stride loops, so a
 // grid of a few blocks per SM keeps every SM busy without launching a

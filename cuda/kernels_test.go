@@ -28,7 +28,7 @@ func TestPTXEntries(t *testing.T) {
 	for _, e := range entries {
 		got = append(got, e[1])
 	}
-	want := []string{kernelFill, kernelVerify, kernelCopy, kernelFMA}
+	want := kernelNames
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("entries = %v, want %v", got, want)
 	}

@@ -419,7 +419,7 @@ func (k *simKernel) typecheck(in *simInst) error {
 			if in.op != "ld" || in.args[addr].reg >= 0 || p.typ != last {
 				return fmt.Errorf("ld.param must read a .%s parameter by name", last)
 			}
-		case "global.u32", "global.f32":
+		case "global.u32", "global.f32", "global.u64":
 		case "global.v4.u32":
 			if in.args[val].kind != simVec || len(in.args[val].regs) != 4 {
 				return fmt.Errorf("v4 needs four registers")
@@ -477,7 +477,7 @@ func (k *simKernel) typecheck(in *simInst) error {
 			return all(3, last, 2)
 		}
 		return fmt.Errorf("unsupported mul.%s", mods)
-	case "add", "sub", "xor", "min":
+	case "add", "sub", "xor", "and", "min":
 		switch mods {
 		case "s32", "u32", "s64", "u64", "b32", "rn.f32":
 		default:
@@ -486,8 +486,8 @@ func (k *simKernel) typecheck(in *simInst) error {
 		if in.op == "min" && mods != "u64" {
 			return fmt.Errorf("unsupported min.%s", mods)
 		}
-		if in.op == "xor" && mods != "b32" {
-			return fmt.Errorf("unsupported xor.%s", mods)
+		if (in.op == "xor" || in.op == "and") && mods != "b32" {
+			return fmt.Errorf("unsupported %s.%s", in.op, mods)
 		}
 		return all(3, last, 2)
 	case "shl", "shr":
@@ -760,6 +760,10 @@ func (th *simThread) exec(in *simInst) (int, bool) {
 			}
 			break
 		}
+		if typ == "u64" {
+			set(th.mem.u64(addr))
+			break
+		}
 		set(uint64(th.mem.u32(addr)))
 	case "st":
 		addr := th.regs[a[0].reg]
@@ -770,6 +774,10 @@ func (th *simThread) exec(in *simInst) (int, bool) {
 			for j, r := range a[1].regs {
 				th.mem.setU32(addr+uint64(4*j), uint32(th.regs[r]))
 			}
+			break
+		}
+		if typ == "u64" {
+			th.mem.setU64(addr, th.value(a[1], 64))
 			break
 		}
 		th.mem.setU32(addr, uint32(th.value(a[1], 32)))
@@ -803,6 +811,8 @@ func (th *simThread) exec(in *simInst) (int, bool) {
 		set(src(1) - src(2))
 	case "xor":
 		set(src(1) ^ src(2))
+	case "and":
+		set(src(1) & src(2))
 	case "min":
 		set(min(src(1), src(2)))
 	case "shl", "shr":

@@ -163,7 +163,7 @@ func (d *Driver) openSession(index int) (s *session, err error) {
 	if err := s.loadModule(); err != nil {
 		return s, err
 	}
-	for _, name := range []string{kernelFill, kernelVerify, kernelCopy, kernelFMA} {
+	for _, name := range kernelNames {
 		var fn uintptr
 		cname := cString(name)
 		if err := d.check("cuModuleGetFunction", d.api.cuModuleGetFunction(&fn, s.mod, &cname[0])); err != nil {

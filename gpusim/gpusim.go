@@ -1,5 +1,5 @@
 // Package gpusim simulates the GPUs of a host behind the same interfaces as
-// the real drivers (gpuwarden.GPUs and gpuwarden.Prober): a model, a count,
+// the real drivers (gpuwarden.GPUs, Prober and Burner): a model, a count,
 // a load, and faults planted on purpose. Every CI test that needs a GPU uses
 // it, and so does `--simulate SPEC` on the command line, for demos.
 package gpusim
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -37,9 +38,17 @@ const (
 	FaultNVMLHang = "nvml-hang"
 	// FaultNoDriver makes every call fail as on a host without the driver.
 	FaultNoDriver = "nodriver"
+	// FaultBadMem makes the burn-in memory test find errors (3 unless given).
+	FaultBadMem = "badmem"
+	// FaultThrottle makes a loaded GPU run hot and thermally throttled, and
+	// slows the burn-in's FP32 soak.
+	FaultThrottle = "throttle"
+	// FaultSlowBW makes the burn-in's device copy slow enough to warn about.
+	FaultSlowBW = "slowbw"
 )
 
-var faultKinds = []string{FaultXID, FaultECC, FaultRemap, FaultVerify, FaultHang, FaultNVMLHang, FaultNoDriver}
+var faultKinds = []string{FaultXID, FaultECC, FaultRemap, FaultVerify, FaultHang, FaultNVMLHang, FaultNoDriver,
+	FaultBadMem, FaultThrottle, FaultSlowBW}
 
 // Fault is one planted failure, on one GPU or (GPU −1) on all of them.
 type Fault struct {
@@ -137,6 +146,8 @@ func parseFault(s string) (Fault, error) {
 		f.Value = v
 	} else if kind == FaultXID {
 		f.Value = 79
+	} else if kind == FaultBadMem {
+		f.Value = 3
 	}
 	return f, nil
 }
@@ -183,7 +194,8 @@ func specFor(model string) (gpuwarden.GPUSpec, bool) {
 	return gpuwarden.GPUSpec{}, false
 }
 
-// Sim is a simulated host; it implements gpuwarden.GPUs and gpuwarden.Prober.
+// Sim is a simulated host; it implements gpuwarden.GPUs, gpuwarden.Prober
+// and gpuwarden.Burner.
 type Sim struct {
 	spec  Spec
 	gpu   gpuwarden.GPUSpec
@@ -191,6 +203,13 @@ type Sim struct {
 	boot  time.Time
 	Now   func() time.Time
 	Sleep func(context.Context, time.Duration) error
+
+	// mu guards the load a running Burn puts on each GPU, which Sample
+	// reports: busy counts the burns in flight, hotUntil is when a card
+	// that just finished one has cooled down.
+	mu       sync.Mutex
+	busy     map[int]int
+	hotUntil map[int]time.Time
 }
 
 // New builds the simulated host of a parsed spec.
@@ -264,15 +283,29 @@ func (s *Sim) Sample(ctx context.Context, i int) (gpuwarden.Telemetry, error) {
 	if err := s.index(i); err != nil {
 		return gpuwarden.Telemetry{}, err
 	}
-	load := s.spec.LoadPercent / 100
+	busy, hot := s.loaded(i)
+	pct := s.spec.LoadPercent
+	if busy {
+		pct = 100
+	}
+	load := pct / 100
 	total := uint64(s.gpu.VRAMGB * (1 << 30))
-	t := gpuwarden.Telemetry{Index: i, Time: s.Now(), UtilPercent: s.spec.LoadPercent, MemUtilPercent: s.spec.LoadPercent * 0.6,
+	t := gpuwarden.Telemetry{Index: i, Time: s.Now(), UtilPercent: pct, MemUtilPercent: pct * 0.6,
 		MemUsedBytes: uint64(float64(total) * load * 0.9), MemTotalBytes: total,
 		PowerWatts: 70 + load*(s.gpu.TDPWatts-70), TempC: 30 + load*45, SMClockMHz: 345 + int(load*1635), MemClockMHz: 2619}
-	if load == 0 {
+	switch {
+	case load == 0 && !hot:
 		t.ThrottleReasons = []string{"gpu_idle"}
-	} else {
+	case busy:
+		t.Processes = []gpuwarden.GPUProcess{{PID: 4242 + i, Name: "gpuwarden-burn", UsedBytes: t.MemUsedBytes}}
+	case load > 0:
 		t.Processes = []gpuwarden.GPUProcess{{PID: 4242 + i, Name: "python", UsedBytes: t.MemUsedBytes}}
+	}
+	// A throttled card is one that runs hot under load: the clocks drop
+	// and the driver says why.
+	if hasFault(s.spec, FaultThrottle, i) && (load > 0 || hot) {
+		t.TempC, t.SMClockMHz = 91, 1410
+		t.ThrottleReasons = []string{"hw_thermal_slowdown"}
 	}
 	return t, nil
 }

@@ -31,6 +31,11 @@ for i in 1 2 3; do t "$B" canary; done
 cat /tmp/gw.out | tail -25
 echo "== import torch + tiny tensor, 3 runs (the PyTorch way)"
 for i in 1 2 3; do t python3 -c "import torch; x=torch.ones(1<<26,device='cuda'); torch.cuda.synchronize(); print(float(x.sum()))"; done
+echo "== burnin --quick (budget: <= 60 s; bandwidth >= 4.0 TB/s and FP32 >= 60 TFLOP/s on an H200)"
+t "$B" burnin --quick --data-dir "$work/data"; cat /tmp/gw.out | tail -40
+echo "== burnin --quick --inject-fault (the memory test must catch the flipped word)"
+t "$B" burnin --quick --inject-fault --data-dir "$work/data"; grep -A2 '^memory' /tmp/gw.out
+"$B" nodes --data-dir "$work/data"
 echo "== canary verifying 16 GiB"
 t "$B" canary --no-frameworks --alloc 16; tail -12 /tmp/gw.out
 echo "== nvidia-smi for comparison"

@@ -157,7 +157,7 @@ box against it in about a second (lock, canary); more commands as they land.
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
-		a.runCommand(), a.checkpointCommand())
+		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand())
 	return root
 }
 

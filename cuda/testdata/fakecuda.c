@@ -5,7 +5,7 @@
 // ranges inside live allocations, the launch geometry. Hooks named fake_*
 // let tests plant faults and count what was left unreleased.
 //
-// Build: cc -shared -fPIC -O2 -o libcuda.so.1 fakecuda.c -lpthread
+// Build: cc -shared -fPIC -O2 -o libcuda.so.1 fakecuda.c -lpthread -lm
 
 #include <math.h>
 #include <pthread.h>
@@ -38,6 +38,7 @@ static unsigned last_grid;
 static char fail_name[64];
 static CUresult fail_code;
 static int64_t flip_word = -1;
+static uint64_t alloc_limit, alloc_bytes;  // 0: no limit
 
 #define MAXALLOC 64
 static struct {
@@ -92,6 +93,7 @@ void fake_reset(void) {
 	fail_name[0] = 0;
 	flip_word = -1;
 	launches = 0;
+	alloc_limit = 0;
 	pthread_mutex_unlock(&mu);
 }
 int fake_live(void) { return live; }
@@ -99,6 +101,14 @@ int fake_launches(void) { return launches; }
 unsigned fake_last_grid(void) { return last_grid; }
 void fake_set_devices(int n) { devices = n; }
 void fake_flip(int64_t word) { flip_word = word; }
+// fake_alloc_limit makes allocations past limit live bytes fail with
+// OUT_OF_MEMORY while cuMemGetInfo still reports 512 MiB free, like a GPU
+// whose free memory is fragmented or taken by another process.
+void fake_alloc_limit(uint64_t limit) {
+	pthread_mutex_lock(&mu);
+	alloc_limit = limit;
+	pthread_mutex_unlock(&mu);
+}
 void fake_fail(const char *call, int code) {
 	pthread_mutex_lock(&mu);
 	strncpy(fail_name, call, sizeof fail_name - 1);
@@ -172,6 +182,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	ENTER("cuMemAlloc_v2");
 	NEEDCTX();
 	if (n == 0) return INVALID_VALUE;
+	pthread_mutex_lock(&mu);
+	int over = alloc_limit && alloc_bytes + n > alloc_limit;
+	pthread_mutex_unlock(&mu);
+	if (over) return OUT_OF_MEMORY;
 	void *m = aligned_alloc(256, (n + 255) / 256 * 256);
 	if (!m) return OUT_OF_MEMORY;
 	pthread_mutex_lock(&mu);
@@ -184,6 +198,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	}
 	allocs[i].ptr = (uint64_t)(uintptr_t)m;
 	allocs[i].size = n;
+	alloc_bytes += n;
 	live++;
 	pthread_mutex_unlock(&mu);
 	*p = (uint64_t)(uintptr_t)m;
@@ -195,6 +210,7 @@ CUresult cuMemFree_v2(CUdeviceptr p) {
 	for (int i = 0; i < MAXALLOC; i++) {
 		if (allocs[i].ptr == p) {
 			allocs[i].ptr = 0;
+			alloc_bytes -= allocs[i].size;
 			live--;
 			pthread_mutex_unlock(&mu);
 			free((void *)(uintptr_t)p);
@@ -251,10 +267,11 @@ struct module {
 	char *image;
 };
 struct function {
-	int kernel;  // 0 fill, 1 verify, 2 copy, 3 fma
+	int kernel;  // 0 fill, 1 verify, 2 copy, 3 fma, 4 pattern fill, 5 pattern verify
 };
-static const char *kernels[] = {"gw_fill", "gw_verify", "gw_copy", "gw_fma"};
-static struct function functions[4] = {{0}, {1}, {2}, {3}};
+#define NKERNELS 6
+static const char *kernels[NKERNELS] = {"gw_fill", "gw_verify", "gw_copy", "gw_fma", "gw_pfill", "gw_pverify"};
+static struct function functions[NKERNELS] = {{0}, {1}, {2}, {3}, {4}, {5}};
 
 CUresult cuModuleLoadDataEx(struct module **mod, const char *image, unsigned nopts, int *opts, void **vals) {
 	CUresult rc = fail("cuModuleLoadDataEx");
@@ -294,7 +311,7 @@ CUresult cuModuleGetFunction(struct function **fn, struct module *m, const char 
 	ENTER("cuModuleGetFunction");
 	NEEDCTX();
 	char want[64];
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < NKERNELS; k++) {
 		if (strcmp(name, kernels[k]) != 0) continue;
 		snprintf(want, sizeof want, ".visible .entry %s(", name);
 		if (!strstr(m->image, want)) return NOT_FOUND;
@@ -315,12 +332,48 @@ static uint32_t pattern(uint64_t i, uint64_t seed) {
 }
 
 static uint64_t u64(void **params, int i) { return *(uint64_t *)params[i]; }
+static uint32_t u32(void **params, int i) { return *(uint32_t *)params[i]; }
+
+// word is the burn-in memory test's word, written from its definition in
+// kernels.ptx rather than from the Go code, so the two are checked
+// against each other.
+static uint32_t word(uint32_t id, uint64_t i, uint64_t arg) {
+	uint32_t key = (uint32_t)arg ^ (uint32_t)(arg >> 32);
+	switch (id) {
+	case 0: return key;
+	case 1: return 1u << (i % 32);
+	case 2: return (uint32_t)(i * 4) ^ key;
+	}
+	return pattern(i, arg);
+}
+
+// fma_ref computes gw_fma's result for the 256 thread indexes of a block
+// with the C library's correctly rounded fmaf, independently of the Go
+// reference, and caches it: the soak launches the same count many times.
+static float fma_cache[256];
+static uint32_t fma_cache_iters = UINT32_MAX;
+static const float *fma_ref(uint32_t iters) {
+	if (fma_cache_iters == iters) return fma_cache;
+	const float b = 1.0f - 1.0f / 4096, c = 1.0f / 4096;
+	for (int t = 0; t < 256; t++) {
+		float a[8];
+		a[0] = (float)t * (1.0f / 1024);
+		for (int k = 1; k < 8; k++) a[k] = a[0] + (float)k;
+		for (uint64_t j = 0; j < 4ull * iters; j++)
+			for (int k = 0; k < 8; k++) a[k] = fmaf(a[k], b, c);
+		float sum = a[0];
+		for (int k = 1; k < 8; k++) sum += a[k];
+		fma_cache[t] = sum;
+	}
+	fma_cache_iters = iters;
+	return fma_cache;
+}
 
 CUresult cuLaunchKernel(struct function *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, uintptr_t stream, void **params, void **extra) {
 	ENTER("cuLaunchKernel");
 	NEEDCTX();
-	if (fn < &functions[0] || fn > &functions[3]) return INVALID_HANDLE;
+	if (fn < &functions[0] || fn >= &functions[NKERNELS]) return INVALID_HANDLE;
 	if (gx == 0 || gy != 1 || gz != 1 || bx != 256 || by != 1 || bz != 1 || shared || stream || !params || extra)
 		return INVALID_VALUE;
 	pthread_mutex_lock(&mu);
@@ -366,7 +419,35 @@ CUresult cuLaunchKernel(struct function *fn, unsigned gx, unsigned gy, unsigned 
 		uint64_t threads = (uint64_t)gx * bx;
 		if (!inside(out, 4 * threads)) return ILLEGAL_ADDRESS;
 		float *o = (float *)(uintptr_t)out;
-		for (uint64_t t = 0; t < threads; t++) o[t] = (float)iters;
+		pthread_mutex_lock(&mu);
+		const float *ref = fma_ref(iters);
+		for (uint64_t t = 0; t < threads; t++) o[t] = ref[t % 256];
+		pthread_mutex_unlock(&mu);
+		return OK;
+	}
+	case 4: {  // gw_pfill(buf, nwords, arg, id)
+		uint64_t buf = u64(params, 0), n = u64(params, 1), arg = u64(params, 2);
+		uint32_t id = u32(params, 3);
+		if (!inside(buf, 4 * n)) return ILLEGAL_ADDRESS;
+		uint32_t *p = (uint32_t *)(uintptr_t)buf;
+		for (uint64_t i = 0; i < n; i++) p[i] = word(id, i, arg);
+		if (flip_word >= 0 && (uint64_t)flip_word < n) p[flip_word] ^= 0x100;
+		return OK;
+	}
+	case 5: {  // gw_pverify(buf, nwords, arg, id, stats)
+		uint64_t buf = u64(params, 0), n = u64(params, 1), arg = u64(params, 2);
+		uint32_t id = u32(params, 3);
+		uint64_t st = u64(params, 4);
+		if (!inside(buf, 4 * n) || !inside(st, 19 * 8) || st % 8) return ILLEGAL_ADDRESS;
+		const uint32_t *p = (const uint32_t *)(uintptr_t)buf;
+		uint64_t *s = (uint64_t *)(uintptr_t)st;
+		for (uint64_t i = 0; i < n; i++) {
+			if (p[i] == word(id, i, arg)) continue;
+			s[0]++;
+			if (i < s[1]) s[1] = i;
+			uint64_t slot = s[2]++;
+			if (slot < 16) s[3 + slot] = i;
+		}
 		return OK;
 	}
 	}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/burnin"
+	"github.com/gpuwarden/gpuwarden/cuda"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) burninCommand() *cobra.Command {
+	var (
+		g        gpuFlags
+		o        burnin.Options
+		quick    bool
+		failOn   string
+		dataDir  string
+		output   string
+		duration time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "burnin",
+		Short: "Prove a new box before trusting it: memory, bandwidth, compute, PCIe, disk; PASS/WARN/FAIL",
+		Long: `burnin tests every GPU in parallel — a memory test over 95 % of free VRAM with
+several patterns, device bandwidth (median of N copies), an FP32 FMA soak whose
+results are verified, pinned host↔device copies — while sampling temperature,
+power, clocks, throttle reasons and ECC/Xid counters, and tests the host: a
+disk soak in --data-dir (write with fsync, read back, verify; p99 latency) and
+a CPU check. Each figure is held against the GPU model's reference: FAIL
+below 75 %, WARN below 85 %, with the reason in words. --quick takes about a
+minute, the default about five, --duration D soaks longer. The report goes
+to the ledger under this node's ID (host name + GPU UUIDs and serials), where
+` + "`gpuwarden nodes`" + ` keeps the scorecard.
+
+The GPU work runs in a child process per GPU, killed at --timeout.
+
+` + exitCodesHelp + `
+  (exit 1 here means WARN or FAIL; --fail-on fail lets WARN pass)`,
+		Example: `  gpuwarden burnin --quick
+  gpuwarden burnin --duration 30m -o json > burnin.json
+  gpuwarden burnin --quick --simulate 1xH100,fault=badmem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			switch {
+			case quick && duration > 0:
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--quick and --duration exclude each other")
+			case quick:
+				o.Mode = "quick"
+			case duration > 0:
+				o.Mode, o.Duration = "soak", duration
+			default:
+				o.Mode = "default"
+			}
+			if failOn != "warn" && failOn != "fail" {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--fail-on: %q is not warn or fail", failOn)
+			}
+			o.FailOnWarn = failOn == "warn"
+			gpus, err := g.open(a)
+			if err != nil {
+				return err
+			}
+			defer gpus.Close()
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", dataDir, err)
+			}
+			o.DataDir, o.Log, o.Now = dataDir, a.log, time.Now
+			o.Progress = func(phase string, done, total float64) {
+				a.log.Info("burn-in", "phase", phase, "done", fmt.Sprintf("%.0f%%", 100*done/max(total, 1)))
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			burn := a.burnGPU
+			if sim, ok := gpus.(gpuwarden.Burner); ok {
+				// Simulated GPUs burn in-process: the telemetry the burn-in
+				// samples must come from the same simulation.
+				burn = sim.Burn
+			}
+			report, err := burnin.Run(ctx, gpus, burn, o)
+			if err != nil {
+				return err
+			}
+			a.recordBurnin(cmd.Context(), dataDir, report)
+			if output == "json" {
+				err = writeJSON(a.stdout, report)
+			} else {
+				err = burnin.Table(a.stdout, report)
+			}
+			if err != nil {
+				return err
+			}
+			if report.Verdict == gpuwarden.VerdictFail || (report.Verdict == gpuwarden.VerdictWarn && o.FailOnWarn) {
+				return gpuwarden.Errorf(gpuwarden.EFinding, "burn-in %s", report.Verdict)
+			}
+			return nil
+		},
+	}
+	g.register(c, 2*time.Hour)
+	c.Flags().BoolVar(&quick, "quick", false, "about a minute: fewer patterns, a 15 s soak")
+	c.Flags().DurationVar(&duration, "duration", 0, "soak this long instead of the default run")
+	c.Flags().StringVar(&failOn, "fail-on", "warn", "exit 1 on: warn (WARN or FAIL) or fail (FAIL only)")
+	c.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where the disk soak writes and the ledger lives")
+	c.Flags().Int64Var(&o.DiskBytes, "disk-bytes", 0, "bytes the disk soak writes (default by mode)")
+	c.Flags().BoolVar(&o.InjectFault, "inject-fault", false, "flip one word in GPU memory: the memory test must catch it")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
+}
+
+// burnGPU runs the burn-in of one GPU in a child process (`gpuwarden __burn`)
+// that is killed when ctx ends.
+func (a *app) burnGPU(ctx context.Context, req gpuwarden.BurnRequest) (gpuwarden.BurnResult, error) {
+	reqJSON, _ := json.Marshal(req)
+	var r gpuwarden.BurnResult
+	err := runGPUChild(ctx, req.Index, "the burn-in", "", []string{"__burn", "--request", string(reqJSON)}, &r)
+	return r, err
+}
+
+// burnCommand is the hidden child that runs one GPU's burn-in.
+func (a *app) burnCommand() *cobra.Command {
+	var reqJSON string
+	c := &cobra.Command{
+		Use:    "__burn",
+		Short:  "Run the burn-in of one GPU (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var req gpuwarden.BurnRequest
+			if err := json.Unmarshal([]byte(reqJSON), &req); err != nil {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--request: %v", err)
+			}
+			d, err := cuda.Open()
+			if err != nil {
+				return err
+			}
+			r, err := d.Burn(context.Background(), req)
+			if err != nil {
+				return err
+			}
+			return writeJSON(a.stdout, r)
+		},
+	}
+	c.Flags().StringVar(&reqJSON, "request", "{}", "the BurnRequest as JSON")
+	return c
+}
+
+// recordBurnin keeps the report in the ledger for the node scorecard.
+func (a *app) recordBurnin(ctx context.Context, dataDir string, r gpuwarden.BurnReport) {
+	l, err := sqlite.Open(ctx, filepath.Join(dataDir, "ledger.db"))
+	if err != nil {
+		a.log.Warn("open the ledger", "err", err)
+		return
+	}
+	defer l.Close()
+	b, _ := json.Marshal(r)
+	models := make([]string, 0, len(r.GPUs))
+	for _, g := range r.GPUs {
+		models = append(models, g.Model)
+	}
+	_, err = l.RecordEvent(ctx, gpuwarden.Event{Time: r.End, Kind: "burnin", Severity: severityOf(r.Verdict),
+		Message: fmt.Sprintf("burn-in %s of %s (%s): %s", r.Mode, r.Host, strings.Join(models, ", "), r.Verdict),
+		Data:    map[string]string{"node": r.Node, "host": r.Host, "verdict": r.Verdict, "report": string(b)}})
+	if err != nil {
+		a.log.Warn("record the burn-in", "err", err)
+	}
+}
+
+func severityOf(verdict string) string {
+	switch verdict {
+	case gpuwarden.VerdictFail:
+		return gpuwarden.SeverityCritical
+	case gpuwarden.VerdictWarn:
+		return gpuwarden.SeverityWarning
+	}
+	return gpuwarden.SeverityInfo
+}
+
+// nodesCommand lists the burn-in scorecard of the nodes in the ledger.
+func (a *app) nodesCommand() *cobra.Command {
+	var dataDir, output string
+	c := &cobra.Command{
+		Use:   "nodes",
+		Short: "List nodes with their burn-in runs, failures, ECC/Xid counts and error rate",
+		Long: `nodes reads the burn-in reports in the ledger and shows, per node (host name +
+GPU UUIDs and serials), how many runs it had, how many warned or failed, the
+memory, ECC and Xid errors seen, and its error rate — so a bad host shows up.
+
+` + exitCodesHelp,
+		Example: `  gpuwarden nodes
+  gpuwarden nodes -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := outputFormat(output, "table", "json"); err != nil {
+				return err
+			}
+			path := filepath.Join(dataDir, "ledger.db")
+			if _, err := os.Stat(path); err != nil {
+				return gpuwarden.Errorf(gpuwarden.ENotFound, "no ledger at %s", path).WithHint("run gpuwarden burnin first, or pass --data-dir")
+			}
+			l, err := sqlite.Open(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			events, err := l.Events(cmd.Context(), 1_000_000)
+			if err != nil {
+				return err
+			}
+			nodes := scorecards(events)
+			if output == "json" {
+				return writeJSON(a.stdout, map[string]any{"nodes": nodes})
+			}
+			t := newTable(a.stdout)
+			t.row("NODE", "HOST", "GPUS", "RUNS", "WARN", "FAIL", "MEM ERRORS", "ECC/XID", "ERROR RATE", "LAST")
+			for _, n := range nodes {
+				t.row(n.Node, n.Host, n.GPUs, strconv.Itoa(n.Runs), strconv.Itoa(n.Warn), strconv.Itoa(n.Fail),
+					strconv.FormatUint(n.MemErrors, 10), strconv.Itoa(n.HealthFailures), fmt.Sprintf("%.0f%%", 100*n.ErrorRate),
+					n.Last.Local().Format("2006-01-02 15:04")+" "+n.LastVerdict)
+			}
+			return t.flush()
+		},
+	}
+	c.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where the ledger lives")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return c
+}
+
+// scorecard is one node's burn-in history.
+type scorecard struct {
+	Node           string    `json:"node"`
+	Host           string    `json:"host"`
+	GPUs           string    `json:"gpus"`
+	Runs           int       `json:"runs"`
+	Warn           int       `json:"warn"`
+	Fail           int       `json:"fail"`
+	MemErrors      uint64    `json:"mem_errors"`
+	HealthFailures int       `json:"ecc_xid_failures"`
+	ErrorRate      float64   `json:"error_rate"`
+	First          time.Time `json:"first"`
+	Last           time.Time `json:"last"`
+	LastVerdict    string    `json:"last_verdict"`
+}
+
+// scorecards folds the burn-in events (newest first) into one row per node.
+func scorecards(events []gpuwarden.Event) []scorecard {
+	byNode := map[string]*scorecard{}
+	var order []string
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if e.Kind != "burnin" {
+			continue
+		}
+		var r gpuwarden.BurnReport
+		if err := json.Unmarshal([]byte(e.Data["report"]), &r); err != nil {
+			continue
+		}
+		s, ok := byNode[r.Node]
+		if !ok {
+			models := map[string]int{}
+			for _, g := range r.GPUs {
+				models[g.Model]++
+			}
+			var parts []string
+			for m, n := range models {
+				parts = append(parts, fmt.Sprintf("%d× %s", n, m))
+			}
+			s = &scorecard{Node: r.Node, Host: r.Host, GPUs: strings.Join(parts, ", "), First: r.End}
+			byNode[r.Node] = s
+			order = append(order, r.Node)
+		}
+		s.Runs++
+		switch r.Verdict {
+		case gpuwarden.VerdictWarn:
+			s.Warn++
+		case gpuwarden.VerdictFail:
+			s.Fail++
+		}
+		for _, res := range r.Results {
+			s.MemErrors += res.Mem.Errors
+		}
+		for _, c := range r.Checks {
+			if (c.Name == "ecc" || c.Name == "xid" || c.Name == "health") && c.Verdict == gpuwarden.VerdictFail {
+				s.HealthFailures++
+			}
+		}
+		s.Last, s.LastVerdict = r.End, r.Verdict
+		s.ErrorRate = float64(s.Fail) / float64(s.Runs)
+	}
+	out := make([]scorecard, 0, len(order))
+	for _, n := range order {
+		out = append(out, *byNode[n])
+	}
+	return out
+}
