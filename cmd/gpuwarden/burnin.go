@@ -14,7 +14,9 @@ import (
 	"github.com/gpuwarden/gpuwarden/burnin"
 	"github.com/gpuwarden/gpuwarden/cuda"
 	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 func (a *app) burninCommand() *cobra.Command {
@@ -76,9 +78,7 @@ The GPU work runs in a child process per GPU, killed at --timeout.
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", dataDir, err)
 			}
 			o.DataDir, o.Log, o.Now = dataDir, a.log, time.Now
-			o.Progress = func(phase string, done, total float64) {
-				a.log.Info("burn-in", "phase", phase, "done", fmt.Sprintf("%.0f%%", 100*done/max(total, 1)))
-			}
+			o.Progress = a.burninProgress()
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
 			burn := a.burnGPU
@@ -115,6 +115,44 @@ The GPU work runs in a child process per GPU, killed at --timeout.
 	c.Flags().BoolVar(&o.InjectFault, "inject-fault", false, "flip one word in GPU memory: the memory test must catch it")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return c
+}
+
+// burninProgress shows how far the phases are: on a terminal one bar for
+// the whole burn-in (the phases run at once) naming each phase's share, a
+// plain line per quarter of a phase otherwise.
+func (a *app) burninProgress() func(phase string, done, total float64) {
+	f, tty := a.stderr.(*os.File)
+	tty = tty && term.IsTerminal(int(f.Fd()))
+	var bar *progressbar.ProgressBar
+	fracs := map[string]float64{}
+	order := []string{}
+	said := map[string]int{}
+	return func(phase string, done, total float64) {
+		frac := done / max(total, 1)
+		if _, ok := fracs[phase]; !ok {
+			order = append(order, phase)
+		}
+		fracs[phase] = frac
+		if !tty {
+			if q := int(frac * 4); q > said[phase] {
+				said[phase] = q
+				fmt.Fprintf(a.stderr, "burn-in %s: %.0f%%\n", phase, 100*frac)
+			}
+			return
+		}
+		if bar == nil {
+			bar = progressbar.NewOptions(1000, progressbar.OptionSetWriter(a.stderr), progressbar.OptionSetWidth(30),
+				progressbar.OptionClearOnFinish())
+		}
+		var sum float64
+		parts := make([]string, 0, len(order))
+		for _, p := range order {
+			sum += fracs[p]
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", p, 100*fracs[p]))
+		}
+		bar.Describe("burn-in " + strings.Join(parts, " · "))
+		_ = bar.Set(int(sum / float64(len(order)) * 1000))
+	}
 }
 
 // burnGPU runs the burn-in of one GPU in a child process (`gpuwarden __burn`)
