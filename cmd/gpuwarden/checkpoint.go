@@ -13,6 +13,8 @@ func (a *app) checkpointCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Work with checkpoints of a job supervised by gpuwarden run",
+		Example: `  gpuwarden checkpoint commit "$GPUWARDEN_CHECKPOINT_DIR/step-000120"
+  gpuwarden checkpoint list --checkpoint-dir ./checkpoints`,
 	}
 	var root, output string
 	commit := &cobra.Command{

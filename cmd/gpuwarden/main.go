@@ -118,13 +118,17 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "gpuwarden",
 		Short: "Ship the work, not the surprises: plan, check and guard rented GPUs",
 		Long: `gpuwarden covers the whole GPU rental: size the card and price the full month
-before renting (plan, offers, egress); record the stack and check every new
-box against it in about a second (lock, canary); more commands as they land.
+before renting (plan, offers, egress, init); record the stack and check every
+new box against it in about a second (lock, canary); prove a new box and keep a
+scorecard per node (burnin, nodes); supervise the job through preemptions
+(run, checkpoint); and, on every box, the agent that stops paying for idle
+GPUs, alerts on the budget and hears preemption first (up, status).
 
 ` + exitCodesHelp,
 		Example: `  gpuwarden init > gpuwarden.yaml
   gpuwarden plan gpuwarden.yaml
-  gpuwarden offers --gpu H100 --max-price 3`,
+  gpuwarden up gpuwarden.yaml --dry-run
+  gpuwarden run --sync s3://bucket/job -- python train.py`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionString(),

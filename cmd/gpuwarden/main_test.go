@@ -364,8 +364,9 @@ func TestEgress(t *testing.T) {
 }
 
 func TestHelpHasExamples(t *testing.T) {
-	for _, cmd := range []string{"plan", "offers", "egress", "init", "version"} {
-		r := gw(t, ".", cmd, "--help")
+	for _, cmd := range []string{"plan", "offers", "egress", "init", "version", "lock", "canary", "up", "status", "run",
+		"checkpoint", "checkpoint commit", "checkpoint list", "burnin", "nodes"} {
+		r := gw(t, ".", append(strings.Fields(cmd), "--help")...)
 		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") {
 			t.Errorf("%s --help: exit %d, no example:\n%s", cmd, r.code, r.stdout)
 		}
