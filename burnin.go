@@ -46,10 +46,24 @@ type BurnResult struct {
 	FP32TFLOPs  float64 `json:"fp32_tflops"`
 	FMAErrors   uint64  `json:"fma_errors"`
 	SoakSeconds float64 `json:"soak_s"`
+	// GEMM is the bf16 cuBLASLt soak, when the library is on the box.
+	GEMM *GEMMResult `json:"gemm,omitempty"`
 	// Pinned host↔device copies, GB/s.
 	HostToDeviceGBs float64 `json:"h2d_gbs"`
 	DeviceToHostGBs float64 `json:"d2h_gbs"`
 	Seconds         float64 `json:"seconds"`
+}
+
+// GEMMResult is a bf16 GEMM soak through cuBLASLt: every repeat compared
+// bit for bit with the first result, as gpu-burn does.
+type GEMMResult struct {
+	// Available is false when libcublasLt is not on the box; Reason says so.
+	Available  bool    `json:"available"`
+	TFLOPs     float64 `json:"tflops"`
+	Mismatches uint64  `json:"mismatches"`
+	Runs       int     `json:"runs"`
+	Dim        int     `json:"dim"`
+	Reason     string  `json:"reason,omitempty"`
 }
 
 // Burner runs the GPU checks of a burn-in: real CUDA kernels, or a simulation.

@@ -303,6 +303,7 @@ func gpuChecks(run gpuRun, expect map[string]Expectation) []gpuwarden.BurnCheck 
 			refCheck("bandwidth", i, r.BandwidthGBs, e.BandwidthGBs, "GB/s", run.gpu.Model),
 			refCheck("fp32", i, r.FP32TFLOPs, e.FP32TFLOPs, "TFLOP/s", run.gpu.Model),
 			fmaCheck(i, r), pcieCheck(i, run.gpu, r))
+		out = append(out, gemmChecks(i, r, e.BF16TFLOPs, run.gpu.Model)...)
 	}
 	return append(out, throttleCheck(i, run.samples), healthCheck(i, run.before, run.after, run.healthErr))
 }

@@ -349,3 +349,26 @@ func TestTableGolden(t *testing.T) {
 		}
 	}
 }
+
+func TestGEMMChecks(t *testing.T) {
+	tests := []struct {
+		name     string
+		gemm     *gpuwarden.GEMMResult
+		verdicts string
+	}{
+		{"no library", &gpuwarden.GEMMResult{Available: false, Reason: "libcublasLt not found"}, ""},
+		{"not run", nil, ""},
+		{"clean and fast", &gpuwarden.GEMMResult{Available: true, TFLOPs: 800, Runs: 40, Dim: 8192}, "PASS PASS"},
+		{"mismatch", &gpuwarden.GEMMResult{Available: true, TFLOPs: 800, Runs: 40, Dim: 8192, Mismatches: 3}, "FAIL PASS"},
+		{"slow", &gpuwarden.GEMMResult{Available: true, TFLOPs: 650, Runs: 40, Dim: 8192}, "PASS WARN"},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, c := range gemmChecks(0, gpuwarden.BurnResult{GEMM: tt.gemm}, 804, "H200") {
+			got = append(got, c.Verdict)
+		}
+		if strings.Join(got, " ") != tt.verdicts {
+			t.Errorf("%s: verdicts %v, want %q", tt.name, got, tt.verdicts)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type Expectation struct {
 	BandwidthGBs float64
 	// FP32TFLOPs is the FMA soak reference.
 	FP32TFLOPs float64
+	// BF16TFLOPs is the cuBLASLt bf16 GEMM reference.
+	BF16TFLOPs float64
 	// Measured says the references are measured figures, not datasheet shares.
 	Measured bool
 }
@@ -37,7 +39,7 @@ type Expectation struct {
 // anchors are references measured on real cards (the project's anchors):
 // a measured figure beats any share of a datasheet.
 var anchors = map[string]Expectation{
-	"H200": {Model: "H200", BandwidthGBs: 4300, FP32TFLOPs: 57.5, Measured: true},
+	"H200": {Model: "H200", BandwidthGBs: 4300, FP32TFLOPs: 57.5, BF16TFLOPs: 804, Measured: true},
 }
 
 // Expectations returns the reference of every model in the embedded GPU
@@ -51,7 +53,8 @@ func Expectations() (map[string]Expectation, error) {
 	}
 	out := make(map[string]Expectation, len(cat.GPUs))
 	for _, g := range cat.GPUs {
-		e := Expectation{Model: g.Model, BandwidthGBs: 0.9 * g.MemBWTBs * 1000, FP32TFLOPs: 0.86 * g.FP32TFLOPs}
+		e := Expectation{Model: g.Model, BandwidthGBs: 0.9 * g.MemBWTBs * 1000, FP32TFLOPs: 0.86 * g.FP32TFLOPs,
+			BF16TFLOPs: 0.8 * g.BF16TFLOPs}
 		if a, ok := anchors[g.Model]; ok {
 			e = a
 		}
@@ -148,6 +151,22 @@ func memCheck(gpu int, m gpuwarden.MemTestResult) gpuwarden.BurnCheck {
 	c.Verdict = gpuwarden.VerdictFail
 	c.Reason = fmt.Sprintf("%d wrong words, first at byte offsets %s", m.Errors, strings.Join(hex, ", "))
 	return c
+}
+
+// gemmChecks judge the bf16 cuBLASLt soak, when it ran: any result that
+// differs from the first is a FAIL, the rate is held against the reference.
+func gemmChecks(gpu int, r gpuwarden.BurnResult, ref float64, model string) []gpuwarden.BurnCheck {
+	g := r.GEMM
+	if g == nil || !g.Available {
+		return nil
+	}
+	c := gpuwarden.BurnCheck{Name: "bf16-gemm", GPU: &gpu, Value: float64(g.Mismatches), Unit: "mismatches", Verdict: gpuwarden.VerdictPass,
+		Reason: fmt.Sprintf("%d GEMMs of %d³ identical to the first, bit for bit", g.Runs, g.Dim)}
+	if g.Mismatches > 0 {
+		c.Verdict = gpuwarden.VerdictFail
+		c.Reason = fmt.Sprintf("%d elements of %d repeated GEMMs differ from the first result: the card computes wrong answers", g.Mismatches, g.Runs)
+	}
+	return []gpuwarden.BurnCheck{c, refCheck("bf16", gpu, g.TFLOPs, ref, "TFLOP/s", model)}
 }
 
 // fmaCheck fails on any FMA result that differs from the recomputed one.

@@ -185,6 +185,15 @@ func (a *app) burnCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The bf16 GEMM soak runs when libcublasLt is on the box, for
+			// half the FP32 soak's time; its absence is not a fault.
+			if req.SoakSeconds > 0 {
+				g, err := d.GEMMSoak(context.Background(), req.Index, req.SoakSeconds/2)
+				if err != nil {
+					return err
+				}
+				r.GEMM = &g
+			}
 			return writeJSON(a.stdout, r)
 		},
 	}

@@ -1,5 +1,5 @@
 // A stand-in libcuda.so.1 for the cuda package's tests on machines without
-// a GPU. It implements the driver calls the package binds, runs the four
+// a GPU. It implements the driver calls the package binds, runs the
 // kernels on the CPU from their parameter arrays, and checks what a real
 // driver would reject: a context current on the calling thread, device
 // ranges inside live allocations, the launch geometry. Hooks named fake_*
@@ -267,11 +267,11 @@ struct module {
 	char *image;
 };
 struct function {
-	int kernel;  // 0 fill, 1 verify, 2 copy, 3 fma, 4 pattern fill, 5 pattern verify
+	int kernel;  // 0 fill, 1 verify, 2 copy, 3 fma, 4 pattern fill, 5 pattern verify, 6 bf16 fill, 7 bf16 compare
 };
-#define NKERNELS 6
-static const char *kernels[NKERNELS] = {"gw_fill", "gw_verify", "gw_copy", "gw_fma", "gw_pfill", "gw_pverify"};
-static struct function functions[NKERNELS] = {{0}, {1}, {2}, {3}, {4}, {5}};
+#define NKERNELS 8
+static const char *kernels[NKERNELS] = {"gw_fill", "gw_verify", "gw_copy", "gw_fma", "gw_pfill", "gw_pverify", "gw_bf16fill", "gw_bf16cmp"};
+static struct function functions[NKERNELS] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 
 CUresult cuModuleLoadDataEx(struct module **mod, const char *image, unsigned nopts, int *opts, void **vals) {
 	CUresult rc = fail("cuModuleLoadDataEx");
@@ -448,6 +448,22 @@ CUresult cuLaunchKernel(struct function *fn, unsigned gx, unsigned gy, unsigned 
 			uint64_t slot = s[2]++;
 			if (slot < 16) s[3 + slot] = i;
 		}
+		return OK;
+	}
+	case 6: {  // gw_bf16fill(buf, nwords, seed): two bf16 in [1, 2) with a sign per word
+		uint64_t buf = u64(params, 0), n = u64(params, 1), seed = u64(params, 2);
+		if (!inside(buf, 4 * n)) return ILLEGAL_ADDRESS;
+		uint32_t *p = (uint32_t *)(uintptr_t)buf;
+		for (uint64_t i = 0; i < n; i++) p[i] = (pattern(i, seed) & 0x807F807Fu) | 0x3F803F80u;
+		return OK;
+	}
+	case 7: {  // gw_bf16cmp(ref, buf, nwords, count): bf16 elements that differ
+		uint64_t ref = u64(params, 0), buf = u64(params, 1), n = u64(params, 2), cnt = u64(params, 3);
+		if (!inside(ref, 4 * n) || !inside(buf, 4 * n) || !inside(cnt, 8) || cnt % 8) return ILLEGAL_ADDRESS;
+		const uint16_t *a = (const uint16_t *)(uintptr_t)ref, *b = (const uint16_t *)(uintptr_t)buf;
+		uint64_t bad = 0;
+		for (uint64_t i = 0; i < 2 * n; i++) bad += a[i] != b[i];
+		*(uint64_t *)(uintptr_t)cnt += bad;
 		return OK;
 	}
 	}

@@ -1,0 +1,31 @@
+//go:build gpu
+
+package cuda
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// TestGPUGEMMSoak runs the bf16 cuBLASLt soak where the library is
+// installed and logs its figures; without cuBLASLt it logs why it skipped.
+func TestGPUGEMMSoak(t *testing.T) {
+	d := openGPU(t)
+	res, err := d.GEMMSoak(context.Background(), 0, 5)
+	if err != nil {
+		t.Fatalf("%v (hint: %s)", err, gpuwarden.ErrorHint(err))
+	}
+	if !res.Available {
+		t.Skipf("no GEMM soak: %s", res.Reason)
+	}
+	t.Logf("bf16 GEMM soak: %d×%d×%d, %d runs, %.1f TFLOP/s, %d mismatching elements",
+		res.Dim, res.Dim, res.Dim, res.Runs, res.TFLOPs, res.Mismatches)
+	if res.Runs < 1 || res.TFLOPs <= 0 {
+		t.Errorf("got %+v, want runs and a rate", res)
+	}
+	if res.Mismatches != 0 {
+		t.Errorf("%d bf16 elements differ from the first result", res.Mismatches)
+	}
+}
