@@ -45,7 +45,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
 	root := a.rootCommand()
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
@@ -53,7 +53,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		var ae *gpuwarden.Error
 		var ee *exitError
 		if !errors.As(err, &ae) && !errors.As(err, &ee) {
-			err = &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: err.Error(), Hint: "see " + root.Name() + " --help"}
+			err = &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: err.Error(), Hint: "see " + cmd.CommandPath() + " --help"}
 		}
 	}
 	return a.report(err)
