@@ -1,0 +1,5 @@
+// Package postgres is the ledger of a fleet on PostgreSQL through
+// jackc/pgx: the same tables, rollups, dedup keys and state as the agent's
+// SQLite ledger, so that a server can hold many agents' history and the
+// shared conformance suite (ledgertest) holds both to one behaviour.
+package postgres

@@ -1,0 +1,27 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/ledgertest"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+)
+
+// TestConformance holds the SQLite ledger to what every ledger must do; a
+// reopen opens the same file.
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) (gpuwarden.Ledger, func() gpuwarden.Ledger) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		open := func() gpuwarden.Ledger {
+			l, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		return open(), open
+	})
+}
