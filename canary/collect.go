@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // DefaultTimeout bounds each probe when Options.Timeout is zero: long enough
@@ -184,7 +185,7 @@ func (o Options) runProbe(ctx context.Context, p probe) result {
 				// killed child exits with "signal: killed"); say why.
 				return lost()
 			}
-			return result{notes: append(prefixed(p.name, a.notes), p.name+": "+oneLine(a.err.Error()))}
+			return result{notes: append(prefixed(p.name, a.notes), p.name+": "+yamlerr.OneLine(a.err.Error()))}
 		}
 		return result{facts: a.facts, notes: prefixed(p.name, a.notes)}
 	case <-pctx.Done():
@@ -196,7 +197,7 @@ func (o Options) runProbe(ctx context.Context, p probe) result {
 func prefixed(name string, notes []string) []string {
 	out := make([]string, len(notes))
 	for i, n := range notes {
-		out[i] = name + ": " + oneLine(n)
+		out[i] = name + ": " + yamlerr.OneLine(n)
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // LockVersion is the lock format this package writes and reads; ReadLock
@@ -165,8 +166,8 @@ const relockHint = "record a new lock with: gpuwarden lock"
 // messages (usually the path).
 func ReadLock(name string, data []byte) (*gpuwarden.Lock, error) {
 	if len(data) > MaxLockSize {
-		return nil, (&fieldError{at: pos{1, 1}, msg: fmt.Sprintf("lock file is larger than %d KiB", MaxLockSize>>10),
-			hint: "a lock lists a few dozen facts; check that this is the right file"}).toError(name)
+		return nil, (&yamlerr.FieldError{At: yamlerr.Pos{Line: 1, Col: 1}, Msg: fmt.Sprintf("lock file is larger than %d KiB", MaxLockSize>>10),
+			Hint: "a lock lists a few dozen facts; check that this is the right file"}).ToError(name)
 	}
 	// Editors on Windows save a byte-order mark the parser would read as
 	// part of the first key.
@@ -175,7 +176,7 @@ func ReadLock(name string, data []byte) (*gpuwarden.Lock, error) {
 	// which knows the field's path and both positions.
 	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
-		return nil, syntaxError(err).toError(name)
+		return nil, syntaxError(err).ToError(name)
 	}
 	body, fe := documentBody(file)
 	if fe == nil {
@@ -184,55 +185,29 @@ func ReadLock(name string, data []byte) (*gpuwarden.Lock, error) {
 			return l, nil
 		}
 	}
-	return nil, fe.toError(name)
-}
-
-// pos is a 1-based line and column in the lock file.
-type pos struct{ line, col int }
-
-// fieldError is a problem with one field, before the file name is known.
-type fieldError struct {
-	at    pos
-	field string // dotted path; "" for the document as a whole
-	msg   string
-	hint  string
-}
-
-// toError renders the one message format of every lock error:
-// NAME:LINE:COL: FIELD: what is wrong.
-func (fe *fieldError) toError(name string) *gpuwarden.Error {
-	msg := oneLine(fe.msg)
-	if fe.field != "" {
-		msg = fe.field + ": " + msg
-	}
-	at := fe.at
-	if at.line < 1 || at.col < 1 {
-		at = pos{1, 1}
-	}
-	return &gpuwarden.Error{Code: gpuwarden.EInvalid,
-		Message: fmt.Sprintf("%s:%d:%d: %s", name, at.line, at.col, msg), Hint: fe.hint}
+	return nil, fe.ToError(name)
 }
 
 // syntaxError converts a parser error; the library's own Error() appends a
 // multi-line source excerpt, so only its message and position are kept.
-func syntaxError(err error) *fieldError {
-	fe := &fieldError{at: pos{1, 1}, field: "syntax error", msg: err.Error(),
-		hint: "fix the YAML near here, or " + relockHint}
+func syntaxError(err error) *yamlerr.FieldError {
+	fe := &yamlerr.FieldError{At: yamlerr.Pos{Line: 1, Col: 1}, Field: "syntax error", Msg: err.Error(),
+		Hint: "fix the YAML near here, or " + relockHint}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
-		fe.msg = ye.GetMessage()
-		if p := tokenPos(ye.GetToken()); p.line > 0 && p.col > 0 {
-			fe.at = p
+		fe.Msg = ye.GetMessage()
+		if p := yamlerr.TokenPos(ye.GetToken()); p.Line > 0 && p.Col > 0 {
+			fe.At = p
 		}
 	}
-	if strings.Contains(fe.msg, "'\t'") || strings.Contains(fe.msg, "tab character") {
-		fe.hint = "indent with spaces; YAML does not allow tabs for indentation"
+	if strings.Contains(fe.Msg, "'\t'") || strings.Contains(fe.Msg, "tab character") {
+		fe.Hint = "indent with spaces; YAML does not allow tabs for indentation"
 	}
 	return fe
 }
 
 // documentBody returns the body of the one document in file.
-func documentBody(file *ast.File) (ast.Node, *fieldError) {
+func documentBody(file *ast.File) (ast.Node, *yamlerr.FieldError) {
 	var body ast.Node
 	for _, doc := range file.Docs {
 		if doc == nil || doc.Body == nil {
@@ -243,34 +218,34 @@ func documentBody(file *ast.File) (ast.Node, *fieldError) {
 			continue
 		}
 		if body != nil {
-			at := posOr(doc.Body, pos{1, 1})
+			at := yamlerr.PosOr(doc.Body, yamlerr.Pos{Line: 1, Col: 1})
 			if doc.Start != nil {
-				at = tokenPos(doc.Start)
+				at = yamlerr.TokenPos(doc.Start)
 			}
-			return nil, &fieldError{at: at, msg: "lock file holds more than one YAML document",
-				hint: "keep one lock per file: remove the second \"---\" and what follows it"}
+			return nil, &yamlerr.FieldError{At: at, Msg: "lock file holds more than one YAML document",
+				Hint: "keep one lock per file: remove the second \"---\" and what follows it"}
 		}
 		body = doc.Body
 	}
 	if body == nil {
-		return nil, &fieldError{at: pos{1, 1}, msg: "lock file is empty", hint: relockHint}
+		return nil, &yamlerr.FieldError{At: yamlerr.Pos{Line: 1, Col: 1}, Msg: "lock file is empty", Hint: relockHint}
 	}
 	return body, nil
 }
 
 // readLock reads the top-level mapping.
-func readLock(body ast.Node) (*gpuwarden.Lock, *fieldError) {
-	if fe := plain("", body, pos{1, 1}); fe != nil {
+func readLock(body ast.Node) (*gpuwarden.Lock, *yamlerr.FieldError) {
+	if fe := plain("", body, yamlerr.Pos{Line: 1, Col: 1}); fe != nil {
 		return nil, fe
 	}
 	kvs, ok := pairs(body)
 	if !ok {
-		return nil, &fieldError{at: posOr(body, pos{1, 1}),
-			msg:  "lock file must be a mapping with version:, created:, host: and fields:, not " + describe(body),
-			hint: relockHint}
+		return nil, &yamlerr.FieldError{At: yamlerr.PosOr(body, yamlerr.Pos{Line: 1, Col: 1}),
+			Msg:  "lock file must be a mapping with version:, created:, host: and fields:, not " + describe(body),
+			Hint: relockHint}
 	}
 	l := &gpuwarden.Lock{}
-	seen := map[string]pos{}
+	seen := map[string]yamlerr.Pos{}
 	for _, kv := range kvs {
 		key, keyAt, fe := readKey("", kv)
 		if fe != nil {
@@ -286,44 +261,44 @@ func readLock(body ast.Node) (*gpuwarden.Lock, *fieldError) {
 		case "created":
 			fe = readCreated(kv.Value, keyAt, l)
 		case "host":
-			if !isNull(kv.Value) {
+			if !yamlerr.IsNull(kv.Value) {
 				l.Host, fe = readText("host", kv.Value, keyAt)
 			}
 		case "fields":
 			l.Fields, fe = readFields(kv.Value, keyAt)
 		default:
-			fe = &fieldError{at: keyAt, field: fieldPath("", key), msg: "unknown field",
-				hint: "a lock holds version, created, host and fields"}
+			fe = &yamlerr.FieldError{At: keyAt, Field: fieldPath("", key), Msg: "unknown field",
+				Hint: "a lock holds version, created, host and fields"}
 		}
 		if fe != nil {
 			return nil, fe
 		}
 	}
-	start := posOr(body, pos{1, 1})
+	start := yamlerr.PosOr(body, yamlerr.Pos{Line: 1, Col: 1})
 	if _, ok := seen["version"]; !ok {
-		return nil, &fieldError{at: start, field: "version", msg: "missing",
-			hint: fmt.Sprintf("a lock file says which format it is in: version: %d", LockVersion)}
+		return nil, &yamlerr.FieldError{At: start, Field: "version", Msg: "missing",
+			Hint: fmt.Sprintf("a lock file says which format it is in: version: %d", LockVersion)}
 	}
 	if _, ok := seen["fields"]; !ok {
-		return nil, &fieldError{at: start, field: "fields", msg: "missing",
-			hint: "a lock lists its facts under fields:; " + relockHint}
+		return nil, &yamlerr.FieldError{At: start, Field: "fields", Msg: "missing",
+			Hint: "a lock lists its facts under fields:; " + relockHint}
 	}
 	return l, nil
 }
 
-func readVersion(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
+func readVersion(n ast.Node, keyAt yamlerr.Pos, l *gpuwarden.Lock) *yamlerr.FieldError {
 	if fe := plain("version", n, keyAt); fe != nil {
 		return fe
 	}
 	i, ok := n.(*ast.IntegerNode)
 	if s, isStr := n.(*ast.StringNode); isStr && !ok && s.Token != nil && s.Token.Type == token.StringType && wholeNumber.MatchString(s.Value) {
 		// Digits beyond 64 bits are no number to the parser, yet a version.
-		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "unsupported version " + clip(s.Value),
-			hint: fmt.Sprintf("this gpuwarden reads lock files of version %d; upgrade gpuwarden, or %s", LockVersion, relockHint)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: "version", Msg: "unsupported version " + clip(s.Value),
+			Hint: fmt.Sprintf("this gpuwarden reads lock files of version %d; upgrade gpuwarden, or %s", LockVersion, relockHint)}
 	}
 	if !ok {
-		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "must be a whole number, not " + describe(n),
-			hint: fmt.Sprintf("write version: %d", LockVersion)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: "version", Msg: "must be a whole number, not " + describe(n),
+			Hint: fmt.Sprintf("write version: %d", LockVersion)}
 	}
 	// A version too large for int64 is only ever newer.
 	v, newer := int64(-1), true
@@ -340,7 +315,7 @@ func readVersion(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
 		if newer {
 			hint = fmt.Sprintf("this gpuwarden reads lock files of version %d; upgrade gpuwarden, or %s", LockVersion, relockHint)
 		}
-		return &fieldError{at: posOr(n, keyAt), field: "version", msg: "unsupported version " + clip(i.GetToken().Value), hint: hint}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: "version", Msg: "unsupported version " + clip(i.GetToken().Value), Hint: hint}
 	}
 	l.Version = int(v)
 	return nil
@@ -351,12 +326,12 @@ var wholeNumber = regexp.MustCompile(`^[0-9]+$`)
 // createdExample is how an error shows a valid time.
 const createdExample = "2026-11-29T10:00:00Z"
 
-func readCreated(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
+func readCreated(n ast.Node, keyAt yamlerr.Pos, l *gpuwarden.Lock) *yamlerr.FieldError {
 	if fe := plain("created", n, keyAt); fe != nil {
 		return fe
 	}
-	bad := &fieldError{at: posOr(n, keyAt), field: "created", msg: "must be an RFC 3339 time such as " + createdExample + ", not " + describe(n),
-		hint: "write the time in UTC as " + createdExample}
+	bad := &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: "created", Msg: "must be an RFC 3339 time such as " + createdExample + ", not " + describe(n),
+		Hint: "write the time in UTC as " + createdExample}
 	s, ok := n.(*ast.StringNode)
 	if !ok {
 		return bad
@@ -370,21 +345,21 @@ func readCreated(n ast.Node, keyAt pos, l *gpuwarden.Lock) *fieldError {
 }
 
 // readFields reads the facts, one mapping of value and match each.
-func readFields(n ast.Node, keyAt pos) (map[string]gpuwarden.LockField, *fieldError) {
+func readFields(n ast.Node, keyAt yamlerr.Pos) (map[string]gpuwarden.LockField, *yamlerr.FieldError) {
 	if fe := plain("fields", n, keyAt); fe != nil {
 		return nil, fe
 	}
 	kvs, ok := pairs(n)
 	if !ok {
-		at := posOr(n, keyAt)
-		if isNull(n) {
+		at := yamlerr.PosOr(n, keyAt)
+		if yamlerr.IsNull(n) {
 			at = keyAt // an empty value's position is wherever the parser gave up
 		}
-		return nil, &fieldError{at: at, field: "fields", msg: "must be a mapping of facts, not " + describe(n),
-			hint: `write one fact per line, indented: driver.version: {value: "580.159.04", match: same-major}; fields: {} checks nothing`}
+		return nil, &yamlerr.FieldError{At: at, Field: "fields", Msg: "must be a mapping of facts, not " + describe(n),
+			Hint: `write one fact per line, indented: driver.version: {value: "580.159.04", match: same-major}; fields: {} checks nothing`}
 	}
 	out := make(map[string]gpuwarden.LockField, len(kvs))
-	seen := map[string]pos{}
+	seen := map[string]yamlerr.Pos{}
 	for _, kv := range kvs {
 		key, at, fe := readKey("fields", kv)
 		if fe != nil {
@@ -392,8 +367,8 @@ func readFields(n ast.Node, keyAt pos) (map[string]gpuwarden.LockField, *fieldEr
 		}
 		path := fieldPath("fields", key)
 		if key == "" {
-			return nil, &fieldError{at: at, field: path, msg: "a fact needs a name",
-				hint: "name the fact before the colon, as in driver.version:"}
+			return nil, &yamlerr.FieldError{At: at, Field: path, Msg: "a fact needs a name",
+				Hint: "name the fact before the colon, as in driver.version:"}
 		}
 		if first, dup := seen[key]; dup {
 			return nil, duplicate(path, at, first)
@@ -413,20 +388,20 @@ const fieldHint = `write a fact as {value: "580.159.04", match: same-major}`
 
 // readField reads {value: "...", match: RULE}; both are required, because a
 // field that omits its rule was most likely cut short while editing.
-func readField(path string, n ast.Node, keyAt pos) (gpuwarden.LockField, *fieldError) {
+func readField(path string, n ast.Node, keyAt yamlerr.Pos) (gpuwarden.LockField, *yamlerr.FieldError) {
 	var f gpuwarden.LockField
 	if fe := plain(path, n, keyAt); fe != nil {
 		return f, fe
 	}
 	kvs, ok := pairs(n)
 	if !ok {
-		at := posOr(n, keyAt)
-		if isNull(n) {
+		at := yamlerr.PosOr(n, keyAt)
+		if yamlerr.IsNull(n) {
 			at = keyAt
 		}
-		return f, &fieldError{at: at, field: path, msg: "must be a mapping of value and match, not " + describe(n), hint: fieldHint}
+		return f, &yamlerr.FieldError{At: at, Field: path, Msg: "must be a mapping of value and match, not " + describe(n), Hint: fieldHint}
 	}
-	seen := map[string]pos{}
+	seen := map[string]yamlerr.Pos{}
 	for _, kv := range kvs {
 		key, at, fe := readKey(path, kv)
 		if fe != nil {
@@ -443,7 +418,7 @@ func readField(path string, n ast.Node, keyAt pos) (gpuwarden.LockField, *fieldE
 		case "match":
 			f.Match, fe = readRule(child, kv.Value, at)
 		default:
-			fe = &fieldError{at: at, field: child, msg: "unknown field", hint: "a fact holds value and match; " + fieldHint}
+			fe = &yamlerr.FieldError{At: at, Field: child, Msg: "unknown field", Hint: "a fact holds value and match; " + fieldHint}
 		}
 		if fe != nil {
 			return f, fe
@@ -451,7 +426,7 @@ func readField(path string, n ast.Node, keyAt pos) (gpuwarden.LockField, *fieldE
 	}
 	for _, k := range []string{"value", "match"} {
 		if _, ok := seen[k]; !ok {
-			return f, &fieldError{at: keyAt, field: path, msg: "missing " + k, hint: fieldHint}
+			return f, &yamlerr.FieldError{At: keyAt, Field: path, Msg: "missing " + k, Hint: fieldHint}
 		}
 	}
 	return f, nil
@@ -460,7 +435,7 @@ func readField(path string, n ast.Node, keyAt pos) (gpuwarden.LockField, *fieldE
 // readText reads a text value. Numbers and booleans are refused rather than
 // converted, because YAML would rewrite them ("13.0" → 13) and the lock
 // would no longer say what the file says.
-func readText(path string, n ast.Node, keyAt pos) (string, *fieldError) {
+func readText(path string, n ast.Node, keyAt yamlerr.Pos) (string, *yamlerr.FieldError) {
 	if fe := plain(path, n, keyAt); fe != nil {
 		return "", fe
 	}
@@ -473,20 +448,20 @@ func readText(path string, n ast.Node, keyAt pos) (string, *fieldError) {
 		}
 		return "", nil
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
-		return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be text, not " + describe(n),
-			hint: fmt.Sprintf("put it in quotes: %s", quote(n.GetToken().Value))}
+		return "", &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: "must be text, not " + describe(n),
+			Hint: fmt.Sprintf("put it in quotes: %s", quote(n.GetToken().Value))}
 	case *ast.NullNode:
 		// The parser makes "value:", "value: null" and "value: ~" the same
 		// node, so one hint covers all three.
-		return "", &fieldError{at: keyAt, field: path, msg: "must be text, not empty",
-			hint: `write "" for an empty value, or put a value such as "null" in quotes`}
+		return "", &yamlerr.FieldError{At: keyAt, Field: path, Msg: "must be text, not empty",
+			Hint: `write "" for an empty value, or put a value such as "null" in quotes`}
 	}
-	return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be text, not " + describe(n),
-		hint: "write the value in double quotes"}
+	return "", &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: "must be text, not " + describe(n),
+		Hint: "write the value in double quotes"}
 }
 
 // readRule reads a match rule.
-func readRule(path string, n ast.Node, keyAt pos) (gpuwarden.Match, *fieldError) {
+func readRule(path string, n ast.Node, keyAt yamlerr.Pos) (gpuwarden.Match, *yamlerr.FieldError) {
 	if fe := plain(path, n, keyAt); fe != nil {
 		return "", fe
 	}
@@ -495,36 +470,36 @@ func readRule(path string, n ast.Node, keyAt pos) (gpuwarden.Match, *fieldError)
 		if m := gpuwarden.Match(s.Value); m.Valid() {
 			return m, nil
 		}
-		return "", &fieldError{at: posOr(n, keyAt), field: path, msg: fmt.Sprintf("unknown rule %s", quote(clip(s.Value))), hint: rulesHint}
+		return "", &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: fmt.Sprintf("unknown rule %s", quote(clip(s.Value))), Hint: rulesHint}
 	case *ast.NullNode:
-		return "", &fieldError{at: keyAt, field: path, msg: "missing rule", hint: rulesHint}
+		return "", &yamlerr.FieldError{At: keyAt, Field: path, Msg: "missing rule", Hint: rulesHint}
 	}
-	return "", &fieldError{at: posOr(n, keyAt), field: path, msg: "must be a rule, not " + describe(n), hint: rulesHint}
+	return "", &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: "must be a rule, not " + describe(n), Hint: rulesHint}
 }
 
 // plain refuses anchors, aliases and tags: a lock is written by a program
 // and read by people, and none of them makes it clearer.
-func plain(path string, n ast.Node, keyAt pos) *fieldError {
+func plain(path string, n ast.Node, keyAt yamlerr.Pos) *yamlerr.FieldError {
 	switch n.(type) {
 	case *ast.AnchorNode, *ast.AliasNode:
-		return &fieldError{at: posOr(n, keyAt), field: path, msg: "anchors and aliases are not supported in a lock file",
-			hint: "write the value out"}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: "anchors and aliases are not supported in a lock file",
+			Hint: "write the value out"}
 	case *ast.TagNode:
-		return &fieldError{at: posOr(n, keyAt), field: path, msg: "YAML tags are not supported in a lock file",
-			hint: "remove the tag; every value is text"}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, keyAt), Field: path, Msg: "YAML tags are not supported in a lock file",
+			Hint: "remove the tag; every value is text"}
 	}
 	return nil
 }
 
 // readKey returns the text of a mapping key; keys must be plain scalars.
-func readKey(path string, kv *ast.MappingValueNode) (string, pos, *fieldError) {
-	at := posOr(kv, pos{})
+func readKey(path string, kv *ast.MappingValueNode) (string, yamlerr.Pos, *yamlerr.FieldError) {
+	at := yamlerr.PosOr(kv, yamlerr.Pos{})
 	var keyNode ast.Node = kv.Key
 	if explicit, ok := keyNode.(*ast.MappingKeyNode); ok { // "? key"
 		keyNode = explicit.Value
 	}
 	if keyNode != nil {
-		at = posOr(keyNode, at)
+		at = yamlerr.PosOr(keyNode, at)
 	}
 	switch k := keyNode.(type) {
 	case *ast.StringNode:
@@ -535,13 +510,13 @@ func readKey(path string, kv *ast.MappingValueNode) (string, pos, *fieldError) {
 		}
 		return "", at, nil
 	}
-	return "", at, &fieldError{at: at, field: path, msg: "keys must be plain names",
-		hint: "write each key as a name followed by a colon, as in driver.version:"}
+	return "", at, &yamlerr.FieldError{At: at, Field: path, Msg: "keys must be plain names",
+		Hint: "write each key as a name followed by a colon, as in driver.version:"}
 }
 
-func duplicate(path string, at, first pos) *fieldError {
-	return &fieldError{at: at, field: path, msg: fmt.Sprintf("given twice (first at %d:%d)", first.line, first.col),
-		hint: "each key may appear once; remove one of them"}
+func duplicate(path string, at, first yamlerr.Pos) *yamlerr.FieldError {
+	return &yamlerr.FieldError{At: at, Field: path, Msg: fmt.Sprintf("given twice (first at %d:%d)", first.Line, first.Col),
+		Hint: "each key may appear once; remove one of them"}
 }
 
 // pathKey matches the keys a path shows as they are; dots are kept because
@@ -570,44 +545,6 @@ func pairs(n ast.Node) ([]*ast.MappingValueNode, bool) {
 		return []*ast.MappingValueNode{m}, true
 	}
 	return nil, false
-}
-
-func isNull(n ast.Node) bool {
-	if n == nil {
-		return true
-	}
-	_, ok := n.(*ast.NullNode)
-	return ok
-}
-
-// tokenPos converts a token position; the library counts from 1.
-func tokenPos(tk *token.Token) pos {
-	if tk == nil || tk.Position == nil {
-		return pos{}
-	}
-	return pos{tk.Position.Line, tk.Position.Column}
-}
-
-// posOr is where n starts, or def when it carries no position. A block
-// mapping's own token is its first ":", no place to point a user at, so a
-// mapping starts at its first key.
-func posOr(n ast.Node, def pos) pos {
-	switch m := n.(type) {
-	case nil:
-		return def
-	case *ast.MappingNode:
-		if !m.IsFlowStyle && len(m.Values) > 0 && m.Values[0] != nil && m.Values[0].Key != nil {
-			return posOr(m.Values[0].Key, def)
-		}
-	case *ast.MappingValueNode:
-		if m.Key != nil {
-			return posOr(m.Key, def)
-		}
-	}
-	if p := tokenPos(n.GetToken()); p.line > 0 && p.col > 0 {
-		return p
-	}
-	return def
 }
 
 // describe names what the file holds, for "must be X, not Y" messages.

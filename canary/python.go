@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -162,22 +161,4 @@ func clip(s string) string {
 		return string(r[:77]) + "..."
 	}
 	return s
-}
-
-// oneLine keeps notes and messages on one line: line breaks become spaces
-// and other control characters become escapes.
-func oneLine(s string) string {
-	var b strings.Builder
-	for _, r := range strings.TrimSpace(s) {
-		switch {
-		case r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029:
-			b.WriteByte(' ')
-		case r < 0x20 || r == 0x7f:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

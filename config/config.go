@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -20,6 +19,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // MaxFileSize is the largest plan file Parse accepts; a plan is a page of
@@ -73,7 +73,7 @@ func unwrapPathError(err error) error {
 // than "not given"; see ApplyDefaults.
 func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
 	if len(data) > MaxFileSize {
-		return nil, docError(name, pos{1, 1}, fmt.Sprintf("plan file is larger than %d KiB", MaxFileSize>>10),
+		return nil, docError(name, yamlerr.Pos{Line: 1, Col: 1}, fmt.Sprintf("plan file is larger than %d KiB", MaxFileSize>>10),
 			"a plan file is a page of settings; check that this is the right file")
 	}
 	// Editors on Windows save a byte-order mark that the YAML library would
@@ -97,7 +97,7 @@ func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
 	// errors name Go types rather than plan fields.
 	w := newWalker()
 	if fe := w.walkDocument(body); fe != nil {
-		return nil, fe.toError(name)
+		return nil, fe.ToError(name)
 	}
 
 	p := new(gpuwarden.Plan)
@@ -105,7 +105,7 @@ func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
 		return nil, libraryError(name, err, w.idx)
 	}
 	if fe := checkRaw(p, w.idx); fe != nil {
-		return nil, fe.toError(name)
+		return nil, fe.ToError(name)
 	}
 	if w.idx.empty("budget.alerts_percent") {
 		// An explicit [] turns alerts off; ApplyDefaults only fills a nil list.
@@ -114,7 +114,7 @@ func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
 	ApplyDefaults(p)
 	w.idx.restoreZeros(p)
 	if fe := validate(p, w.idx); fe != nil {
-		return nil, fe.toError(name)
+		return nil, fe.ToError(name)
 	}
 	return p, nil
 }
@@ -133,7 +133,7 @@ func documentBody(name string, file *ast.File) (ast.Node, error) {
 		if body != nil {
 			at := posOf(doc.Body)
 			if doc.Start != nil {
-				at = tokenPos(doc.Start)
+				at = yamlerr.TokenPos(doc.Start)
 			}
 			return nil, docError(name, at, "plan file holds more than one YAML document",
 				"keep one plan per file: remove the second \"---\" and what follows it")
@@ -141,40 +141,14 @@ func documentBody(name string, file *ast.File) (ast.Node, error) {
 		body = doc.Body
 	}
 	if body == nil {
-		return nil, docError(name, pos{1, 1}, "plan file is empty", initHint)
+		return nil, docError(name, yamlerr.Pos{Line: 1, Col: 1}, "plan file is empty", initHint)
 	}
 	return body, nil
 }
 
-// pos is a 1-based line and column in the plan file.
-type pos struct{ line, col int }
-
-// fieldError is a problem with one field, before the file name is known to it.
-type fieldError struct {
-	at    pos
-	field string // dotted YAML path; "" for problems with the document itself
-	msg   string
-	hint  string
-}
-
-// toError renders the one message format every plan error uses:
-// NAME:LINE:COL: FIELD: what is wrong.
-func (fe *fieldError) toError(name string) *gpuwarden.Error {
-	msg := oneLine(fe.msg)
-	if fe.field != "" {
-		msg = fe.field + ": " + msg
-	}
-	at := fe.at
-	if at.line < 1 || at.col < 1 {
-		at = pos{1, 1}
-	}
-	return &gpuwarden.Error{Code: gpuwarden.EInvalid,
-		Message: fmt.Sprintf("%s:%d:%d: %s", name, at.line, at.col, msg), Hint: fe.hint}
-}
-
 // docError is an error about the document as a whole, which has no field.
-func docError(name string, at pos, msg, hint string) *gpuwarden.Error {
-	return (&fieldError{at: at, msg: msg, hint: hint}).toError(name)
+func docError(name string, at yamlerr.Pos, msg, hint string) *gpuwarden.Error {
+	return (&yamlerr.FieldError{At: at, Msg: msg, Hint: hint}).ToError(name)
 }
 
 // libraryError converts an error from the YAML library into the plan error
@@ -187,11 +161,11 @@ func libraryError(name string, err error, idx index) *gpuwarden.Error {
 		// Errors without a token (a custom unmarshaler's) have no position;
 		// the shape check runs those unmarshalers first, so this is a
 		// fallback that keeps the format rather than a path users should meet.
-		return docError(name, pos{1, 1}, oneLine(err.Error()), "fix the value the message names")
+		return docError(name, yamlerr.Pos{Line: 1, Col: 1}, yamlerr.OneLine(err.Error()), "fix the value the message names")
 	}
-	at := pos{1, 1}
+	at := yamlerr.Pos{Line: 1, Col: 1}
 	if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-		at = tokenPos(tk)
+		at = yamlerr.TokenPos(tk)
 	}
 	field := idx.fieldAt(at)
 	hint := "check the value's type against the starter file: gpuwarden init"
@@ -205,24 +179,5 @@ func libraryError(name string, err error, idx index) *gpuwarden.Error {
 			field = "syntax error"
 		}
 	}
-	return (&fieldError{at: at, field: field, msg: ye.GetMessage(), hint: hint}).toError(name)
-}
-
-// oneLine keeps messages on one line, because they are printed after a
-// file:line:col prefix that editors and CI annotations read line by line:
-// line breaks become spaces and other control characters become escapes.
-func oneLine(s string) string {
-	var b strings.Builder
-	for _, r := range strings.TrimSpace(s) {
-		switch {
-		case r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029:
-			b.WriteByte(' ')
-		case r < 0x20 || r == 0x7f:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return (&yamlerr.FieldError{At: at, Field: field, Msg: ye.GetMessage(), Hint: hint}).ToError(name)
 }

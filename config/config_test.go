@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml/parser"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -440,7 +441,7 @@ func TestLibraryError(t *testing.T) {
 	if decodeErr == nil {
 		t.Fatal("decode succeeded; the test needs a library type error")
 	}
-	idx := index{"limit": {key: pos{1, 1}, val: pos{1, 8}}}
+	idx := index{"limit": {key: yamlerr.Pos{Line: 1, Col: 1}, val: yamlerr.Pos{Line: 1, Col: 8}}}
 	tests := []struct {
 		name string
 		err  error
@@ -465,19 +466,19 @@ func TestLibraryError(t *testing.T) {
 
 func TestIndexAt(t *testing.T) {
 	idx := index{
-		"workload":          {key: pos{2, 1}, val: pos{2, 1}},
-		"workload.params_b": {key: pos{3, 3}, val: pos{3, 13}},
-		"budget.x":          {key: pos{9, 3}, val: pos{9, 6}},
+		"workload":          {key: yamlerr.Pos{Line: 2, Col: 1}, val: yamlerr.Pos{Line: 2, Col: 1}},
+		"workload.params_b": {key: yamlerr.Pos{Line: 3, Col: 3}, val: yamlerr.Pos{Line: 3, Col: 13}},
+		"budget.x":          {key: yamlerr.Pos{Line: 9, Col: 3}, val: yamlerr.Pos{Line: 9, Col: 6}},
 	}
 	tests := []struct {
 		path string
-		want pos
+		want yamlerr.Pos
 	}{
-		{"workload.params_b", pos{3, 13}},       // the value itself
-		{"workload.kind", pos{2, 1}},            // missing: its parent's key
-		{"workload.throughput.unit", pos{2, 1}}, // missing two levels deep
-		{"work_hours", pos{1, 1}},               // missing at the top: the document
-		{"residency.countries[3]", pos{1, 1}},
+		{"workload.params_b", yamlerr.Pos{Line: 3, Col: 13}},       // the value itself
+		{"workload.kind", yamlerr.Pos{Line: 2, Col: 1}},            // missing: its parent's key
+		{"workload.throughput.unit", yamlerr.Pos{Line: 2, Col: 1}}, // missing two levels deep
+		{"work_hours", yamlerr.Pos{Line: 1, Col: 1}},               // missing at the top: the document
+		{"residency.countries[3]", yamlerr.Pos{Line: 1, Col: 1}},
 	}
 	for _, tt := range tests {
 		if got := idx.at(tt.path); got != tt.want {

@@ -14,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // The shape check walks the YAML syntax tree alongside the Plan type (read by
@@ -31,10 +32,10 @@ type index map[string]*entry
 
 // entry is where one field was written and how.
 type entry struct {
-	key   pos  // the key; for list items, the item
-	val   pos  // the scalar value; the key for mappings, lists and nulls
-	zero  bool // a number written as 0
-	empty bool // a list or mapping written as [] or {}
+	key   yamlerr.Pos // the key; for list items, the item
+	val   yamlerr.Pos // the scalar value; the key for mappings, lists and nulls
+	zero  bool        // a number written as 0
+	empty bool        // a list or mapping written as [] or {}
 }
 
 // has reports whether the file wrote the field at all.
@@ -49,7 +50,7 @@ func (ix index) empty(path string) bool { e := ix[path]; return e != nil && e.em
 // at returns where an error about path should point: the value when the file
 // has it, otherwise the key of the nearest ancestor the file has (a missing
 // field is missing from its parent mapping), otherwise the document start.
-func (ix index) at(path string) pos {
+func (ix index) at(path string) yamlerr.Pos {
 	if e := ix[path]; e != nil {
 		return e.val
 	}
@@ -59,12 +60,12 @@ func (ix index) at(path string) pos {
 			return e.key
 		}
 	}
-	return pos{1, 1}
+	return yamlerr.Pos{Line: 1, Col: 1}
 }
 
 // fieldAt returns the path of the field whose value or key is at p, or "";
 // it names the field in errors from the YAML library, which only know tokens.
-func (ix index) fieldAt(p pos) string {
+func (ix index) fieldAt(p yamlerr.Pos) string {
 	var byVal, byKey []string
 	for path, e := range ix {
 		switch p {
@@ -144,28 +145,28 @@ func newWalker() *walker {
 var planType = reflect.TypeOf(gpuwarden.Plan{})
 
 // walkDocument checks the document body against the Plan.
-func (w *walker) walkDocument(body ast.Node) *fieldError {
-	n, fe := w.resolve("", body, pos{1, 1})
+func (w *walker) walkDocument(body ast.Node) *yamlerr.FieldError {
+	n, fe := w.resolve("", body, yamlerr.Pos{Line: 1, Col: 1})
 	if fe != nil {
 		return fe
 	}
 	if _, ok := pairs(n); !ok {
-		return &fieldError{at: posOr(n, pos{1, 1}),
-			msg:  "plan file must be a mapping of fields such as workload: and work_hours:, not " + describe(n),
-			hint: "start from the starter file: gpuwarden init > gpuwarden.yaml"}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, yamlerr.Pos{Line: 1, Col: 1}),
+			Msg:  "plan file must be a mapping of fields such as workload: and work_hours:, not " + describe(n),
+			Hint: "start from the starter file: gpuwarden init > gpuwarden.yaml"}
 	}
-	return w.value("", planType, n, pos{1, 1}, false)
+	return w.value("", planType, n, yamlerr.Pos{Line: 1, Col: 1}, false)
 }
 
 // value checks node n written for the field at path, of Go type t. item is
 // true for list items and mapping values, where null is not a way of leaving
 // the field out and so is an error.
-func (w *walker) value(path string, t reflect.Type, n ast.Node, keyAt pos, item bool) *fieldError {
+func (w *walker) value(path string, t reflect.Type, n ast.Node, keyAt yamlerr.Pos, item bool) *yamlerr.FieldError {
 	w.depth++
 	defer func() { w.depth-- }()
 	if w.depth > maxDepth {
-		return &fieldError{at: keyAt, field: path, msg: "nested too deeply",
-			hint: "check for an alias that refers to itself"}
+		return &yamlerr.FieldError{At: keyAt, Field: path, Msg: "nested too deeply",
+			Hint: "check for an alias that refers to itself"}
 	}
 	n, fe := w.resolve(path, n, keyAt)
 	if fe != nil {
@@ -175,11 +176,11 @@ func (w *walker) value(path string, t reflect.Type, n ast.Node, keyAt pos, item 
 	if path != "" {
 		w.idx[path] = e
 	}
-	if isNull(n) {
+	if yamlerr.IsNull(n) {
 		if item {
 			// A null has no text of its own to point at; its key or "-" does.
-			return &fieldError{at: keyAt, field: path, msg: "must be " + typeName(t) + ", not empty",
-				hint: typeHint(t)}
+			return &yamlerr.FieldError{At: keyAt, Field: path, Msg: "must be " + typeName(t) + ", not empty",
+				Hint: typeHint(t)}
 		}
 		return nil // a field with no value is a field left out
 	}
@@ -206,13 +207,13 @@ func (w *walker) value(path string, t reflect.Type, n ast.Node, keyAt pos, item 
 		if _, ok := n.(*ast.BoolNode); !ok {
 			return mismatch(path, t, n, e)
 		}
-		e.val = posOr(n, keyAt)
+		e.val = yamlerr.PosOr(n, keyAt)
 		return nil
 	}
 	// Only a Plan field of a new Go kind gets here; TestWalkerKnowsEveryPlanType
 	// fails first, and a user who meets it gets an error rather than a crash.
-	return &fieldError{at: keyAt, field: path, msg: fmt.Sprintf("cannot be read: type %s is not supported", t),
-		hint: "this is a bug in gpuwarden; please report it"}
+	return &yamlerr.FieldError{At: keyAt, Field: path, Msg: fmt.Sprintf("cannot be read: type %s is not supported", t),
+		Hint: "this is a bug in gpuwarden; please report it"}
 }
 
 // walkable reports whether value can check a field of type t, so a test can
@@ -243,7 +244,7 @@ var bytesUnmarshaler = reflect.TypeOf((*yaml.BytesUnmarshaler)(nil)).Elem()
 
 // resolve follows anchors and aliases to the node they stand for and refuses
 // tags, whose effect on a typed field the plan format does not define.
-func (w *walker) resolve(path string, n ast.Node, keyAt pos) (ast.Node, *fieldError) {
+func (w *walker) resolve(path string, n ast.Node, keyAt yamlerr.Pos) (ast.Node, *yamlerr.FieldError) {
 	for range maxDepth {
 		switch v := n.(type) {
 		case *ast.AnchorNode:
@@ -258,9 +259,9 @@ func (w *walker) resolve(path string, n ast.Node, keyAt pos) (ast.Node, *fieldEr
 			}
 			target, ok := w.anchors[name]
 			if !ok {
-				return nil, &fieldError{at: posOr(v, keyAt), field: path,
-					msg:  fmt.Sprintf("alias *%s refers to no anchor &%s above it", name, name),
-					hint: "define the anchor (&name) before the alias (*name) that uses it"}
+				return nil, &yamlerr.FieldError{At: yamlerr.PosOr(v, keyAt), Field: path,
+					Msg:  fmt.Sprintf("alias *%s refers to no anchor &%s above it", name, name),
+					Hint: "define the anchor (&name) before the alias (*name) that uses it"}
 			}
 			n = target
 		case *ast.TagNode:
@@ -268,26 +269,26 @@ func (w *walker) resolve(path string, n ast.Node, keyAt pos) (ast.Node, *fieldEr
 			if v.Start != nil {
 				tag = v.Start.Value
 			}
-			return nil, &fieldError{at: posOr(v, keyAt), field: path,
-				msg:  fmt.Sprintf("YAML tag %q is not supported in a plan file", tag),
-				hint: "remove the tag; each field's type is fixed"}
+			return nil, &yamlerr.FieldError{At: yamlerr.PosOr(v, keyAt), Field: path,
+				Msg:  fmt.Sprintf("YAML tag %q is not supported in a plan file", tag),
+				Hint: "remove the tag; each field's type is fixed"}
 		default:
 			return n, nil
 		}
 	}
-	return nil, &fieldError{at: keyAt, field: path, msg: "aliases nested too deeply",
-		hint: "check for an alias that refers to itself"}
+	return nil, &yamlerr.FieldError{At: keyAt, Field: path, Msg: "aliases nested too deeply",
+		Hint: "check for an alias that refers to itself"}
 }
 
 // structure checks a mapping against a struct's yaml fields.
-func (w *walker) structure(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) structure(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	kvs, ok := pairs(n)
 	if !ok {
 		return mismatch(path, t, n, e)
 	}
 	e.empty = len(kvs) == 0
 	fields := structFields(t)
-	seen := map[string]pos{}
+	seen := map[string]yamlerr.Pos{}
 	for _, kv := range kvs {
 		key, keyAt, fe := w.key(path, kv)
 		if fe != nil {
@@ -310,13 +311,13 @@ func (w *walker) structure(path string, t reflect.Type, n ast.Node, e *entry) *f
 }
 
 // mapping checks a mapping with free keys, such as currency_rates.
-func (w *walker) mapping(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) mapping(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	kvs, ok := pairs(n)
 	if !ok {
 		return mismatch(path, t, n, e)
 	}
 	e.empty = len(kvs) == 0
-	seen := map[string]pos{}
+	seen := map[string]yamlerr.Pos{}
 	for _, kv := range kvs {
 		key, keyAt, fe := w.key(path, kv)
 		if fe != nil {
@@ -335,10 +336,10 @@ func (w *walker) mapping(path string, t reflect.Type, n ast.Node, e *entry) *fie
 }
 
 // key returns the text of a mapping key; keys must be plain scalars.
-func (w *walker) key(path string, kv *ast.MappingValueNode) (string, pos, *fieldError) {
-	at := posOr(kv, pos{})
+func (w *walker) key(path string, kv *ast.MappingValueNode) (string, yamlerr.Pos, *yamlerr.FieldError) {
+	at := yamlerr.PosOr(kv, yamlerr.Pos{})
 	if kv.Key != nil {
-		at = posOr(kv.Key, at)
+		at = yamlerr.PosOr(kv.Key, at)
 	}
 	var keyNode ast.Node = kv.Key
 	if explicit, ok := keyNode.(*ast.MappingKeyNode); ok { // "? key"
@@ -350,29 +351,29 @@ func (w *walker) key(path string, kv *ast.MappingValueNode) (string, pos, *field
 		if path != "" {
 			field = path + ".<<"
 		}
-		return "", at, &fieldError{at: at, field: field,
-			msg:  "merge keys are not supported in a plan file",
-			hint: "write the fields out; a plan file is short enough not to need them"}
+		return "", at, &yamlerr.FieldError{At: at, Field: field,
+			Msg:  "merge keys are not supported in a plan file",
+			Hint: "write the fields out; a plan file is short enough not to need them"}
 	case *ast.StringNode:
 		return k.Value, at, nil
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.NullNode, *ast.InfinityNode, *ast.NanNode:
 		return nodeText(k), at, nil
 	}
-	return "", at, &fieldError{at: at, field: path, msg: "keys must be plain names",
-		hint: "write each key as a plain word followed by a colon"}
+	return "", at, &yamlerr.FieldError{At: at, Field: path, Msg: "keys must be plain names",
+		Hint: "write each key as a plain word followed by a colon"}
 }
 
 // list checks a sequence and each of its items.
-func (w *walker) list(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) list(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	seq, ok := n.(*ast.SequenceNode)
 	if !ok {
 		return mismatch(path, t, n, e)
 	}
 	e.empty = len(seq.Values) == 0
 	for i, item := range seq.Values {
-		at := posOr(item, e.key)
-		if i < len(seq.Entries) && seq.Entries[i] != nil && seq.Entries[i].Start != nil && isNull(item) {
-			at = tokenPos(seq.Entries[i].Start) // "- " with nothing after it
+		at := yamlerr.PosOr(item, e.key)
+		if i < len(seq.Entries) && seq.Entries[i] != nil && seq.Entries[i].Start != nil && yamlerr.IsNull(item) {
+			at = yamlerr.TokenPos(seq.Entries[i].Start) // "- " with nothing after it
 		}
 		if fe := w.value(fmt.Sprintf("%s[%d]", path, i), t.Elem(), item, at, true); fe != nil {
 			return fe
@@ -386,7 +387,7 @@ func (w *walker) list(path string, t reflect.Type, n ast.Node, e *entry) *fieldE
 var yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 // number checks a float field: a finite number, never quoted.
-func (w *walker) number(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) number(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	if fe := plainDecimal(path, n, e); fe != nil {
 		return fe
 	}
@@ -407,32 +408,32 @@ func (w *walker) number(path string, t reflect.Type, n ast.Node, e *entry) *fiel
 		}
 		var err error
 		if v, err = strconv.ParseFloat(s.Value, 64); err != nil {
-			return &fieldError{at: posOr(n, e.key), field: path, msg: fmt.Sprintf("%s is out of range", s.Value),
-				hint: typeHint(t)}
+			return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: fmt.Sprintf("%s is out of range", s.Value),
+				Hint: typeHint(t)}
 		}
 	case *ast.InfinityNode, *ast.NanNode:
-		return &fieldError{at: posOr(n, e.key), field: path, msg: "must be a finite number, not " + describe(n),
-			hint: typeHint(t)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: "must be a finite number, not " + describe(n),
+			Hint: typeHint(t)}
 	default:
 		return mismatch(path, t, n, e)
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {
-		return &fieldError{at: posOr(n, e.key), field: path, msg: "must be a finite number, not " + describe(n),
-			hint: typeHint(t)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: "must be a finite number, not " + describe(n),
+			Hint: typeHint(t)}
 	}
-	e.val, e.zero = posOr(n, e.key), v == 0
+	e.val, e.zero = yamlerr.PosOr(n, e.key), v == 0
 	return nil
 }
 
 // integer checks an int field: a whole number that fits.
-func (w *walker) integer(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
-	tooLarge := &fieldError{at: posOr(n, e.key), field: path, msg: describe(n) + " is too large", hint: typeHint(t)}
+func (w *walker) integer(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
+	tooLarge := &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: describe(n) + " is too large", Hint: typeHint(t)}
 	s, ok := n.(*ast.IntegerNode)
 	if !ok {
 		// Digits beyond 64 bits are no number to the YAML library.
 		if str, isStr := n.(*ast.StringNode); isStr && str.Token != nil && str.Token.Type == token.StringType &&
 			wholeDigits.MatchString(str.Value) {
-			tooLarge.msg = clip(str.Value) + " is too large"
+			tooLarge.Msg = clip(str.Value) + " is too large"
 			return tooLarge
 		}
 		return mismatch(path, t, n, e)
@@ -453,7 +454,7 @@ func (w *walker) integer(path string, t reflect.Type, n ast.Node, e *entry) *fie
 	if reflect.New(t).Elem().OverflowInt(v) {
 		return tooLarge
 	}
-	e.val, e.zero = posOr(n, e.key), v == 0
+	e.val, e.zero = yamlerr.PosOr(n, e.key), v == 0
 	return nil
 }
 
@@ -467,26 +468,26 @@ var (
 // plainDecimal refuses hexadecimal, binary and octal numbers. The YAML
 // library reads 010 as 8, which nobody writing a plan means, and amounts
 // accept only decimals, so every number in a plan is written the same way.
-func plainDecimal(path string, n ast.Node, e *entry) *fieldError {
+func plainDecimal(path string, n ast.Node, e *entry) *yamlerr.FieldError {
 	tk := n.GetToken()
 	if tk == nil || !notDecimal.MatchString(tk.Value) {
 		return nil
 	}
-	return &fieldError{at: posOr(n, e.key), field: path, msg: "must be a plain decimal number, not " + describe(n),
-		hint: "write it in decimal without leading zeros; YAML reads 010 as the octal number 8"}
+	return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: "must be a plain decimal number, not " + describe(n),
+		Hint: "write it in decimal without leading zeros; YAML reads 010 as the octal number 8"}
 }
 
 // text checks a string field. Numbers and booleans are refused rather than
 // converted because the YAML library would rewrite them ("1.50" → "1.5",
 // "0x10" → "16") and the plan would no longer say what the file says.
-func (w *walker) text(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) text(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	switch n.(type) {
 	case *ast.StringNode, *ast.LiteralNode:
-		e.val = posOr(n, e.key)
+		e.val = yamlerr.PosOr(n, e.key)
 		return nil
 	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode, *ast.InfinityNode, *ast.NanNode:
-		return &fieldError{at: posOr(n, e.key), field: path, msg: "must be text, not " + describe(n),
-			hint: fmt.Sprintf("put it in quotes: %q", n.GetToken().Value)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: "must be text, not " + describe(n),
+			Hint: fmt.Sprintf("put it in quotes: %q", n.GetToken().Value)}
 	}
 	return mismatch(path, t, n, e)
 }
@@ -494,7 +495,7 @@ func (w *walker) text(path string, t reflect.Type, n ast.Node, e *entry) *fieldE
 // custom checks a scalar that its Go type parses itself (money: Micros), by
 // running that same parser on it, so the decode that follows cannot fail
 // without a position. Amounts must be unquoted numbers, like every number.
-func (w *walker) custom(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
+func (w *walker) custom(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
 	switch n.(type) {
 	case *ast.IntegerNode, *ast.FloatNode:
 	default:
@@ -502,9 +503,9 @@ func (w *walker) custom(path string, t reflect.Type, n ast.Node, e *entry) *fiel
 	}
 	u := reflect.New(t).Interface().(yaml.BytesUnmarshaler)
 	if err := u.UnmarshalYAML([]byte(n.GetToken().Value)); err != nil {
-		return &fieldError{at: posOr(n, e.key), field: path, msg: err.Error(), hint: typeHint(t)}
+		return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: err.Error(), Hint: typeHint(t)}
 	}
-	e.val, e.zero = posOr(n, e.key), reflect.ValueOf(u).Elem().IsZero()
+	e.val, e.zero = yamlerr.PosOr(n, e.key), reflect.ValueOf(u).Elem().IsZero()
 	return nil
 }
 
@@ -520,14 +521,6 @@ func pairs(n ast.Node) ([]*ast.MappingValueNode, bool) {
 	return nil, false
 }
 
-func isNull(n ast.Node) bool {
-	if n == nil {
-		return true
-	}
-	_, ok := n.(*ast.NullNode)
-	return ok
-}
-
 // nodeText is a scalar's text, for anchor and alias names.
 func nodeText(n ast.Node) string {
 	if s, ok := n.(*ast.StringNode); ok {
@@ -539,38 +532,8 @@ func nodeText(n ast.Node) string {
 	return ""
 }
 
-// tokenPos converts a token position; the YAML library counts from 1.
-func tokenPos(tk *token.Token) pos {
-	if tk == nil || tk.Position == nil {
-		return pos{}
-	}
-	return pos{tk.Position.Line, tk.Position.Column}
-}
-
-// posOr is where n starts, or def when the node carries no position. A block
-// mapping's own token is its first ":", which is no place to point a user at,
-// so a mapping starts at its first key.
-func posOr(n ast.Node, def pos) pos {
-	switch m := n.(type) {
-	case nil:
-		return def
-	case *ast.MappingNode:
-		if !m.IsFlowStyle && len(m.Values) > 0 && m.Values[0] != nil && m.Values[0].Key != nil {
-			return posOr(m.Values[0].Key, def)
-		}
-	case *ast.MappingValueNode:
-		if m.Key != nil {
-			return posOr(m.Key, def)
-		}
-	}
-	if p := tokenPos(n.GetToken()); p.line > 0 && p.col > 0 {
-		return p
-	}
-	return def
-}
-
 // posOf is the position of n, or the document start.
-func posOf(n ast.Node) pos { return posOr(n, pos{1, 1}) }
+func posOf(n ast.Node) yamlerr.Pos { return yamlerr.PosOr(n, yamlerr.Pos{Line: 1, Col: 1}) }
 
 // structFields maps yaml names to the struct's fields.
 func structFields(t reflect.Type) map[string]reflect.StructField {
@@ -609,7 +572,7 @@ func fieldNames(t reflect.Type) []string {
 
 // unknownField reports a key the Plan does not have, suggesting the nearest
 // known one, because a typo is the usual cause.
-func unknownField(child, key string, at pos, parent string, t reflect.Type) *fieldError {
+func unknownField(child, key string, at yamlerr.Pos, parent string, t reflect.Type) *yamlerr.FieldError {
 	names := fieldNames(t)
 	msg := "unknown field"
 	if s := suggest(key, names); s != "" {
@@ -619,12 +582,12 @@ func unknownField(child, key string, at pos, parent string, t reflect.Type) *fie
 	if parent != "" {
 		where = "fields under " + parent
 	}
-	return &fieldError{at: at, field: child, msg: msg, hint: where + ": " + strings.Join(names, ", ")}
+	return &yamlerr.FieldError{At: at, Field: child, Msg: msg, Hint: where + ": " + strings.Join(names, ", ")}
 }
 
-func duplicate(child string, at, first pos) *fieldError {
-	return &fieldError{at: at, field: child, msg: fmt.Sprintf("given twice (first at %d:%d)", first.line, first.col),
-		hint: "each field may appear once; remove one of them"}
+func duplicate(child string, at, first yamlerr.Pos) *yamlerr.FieldError {
+	return &yamlerr.FieldError{At: at, Field: child, Msg: fmt.Sprintf("given twice (first at %d:%d)", first.Line, first.Col),
+		Hint: "each field may appear once; remove one of them"}
 }
 
 // suggest returns the known name closest to key, if it is close enough to be
@@ -668,9 +631,9 @@ func editDistance(a, b string) int {
 }
 
 // mismatch reports a value of the wrong kind for its field.
-func mismatch(path string, t reflect.Type, n ast.Node, e *entry) *fieldError {
-	return &fieldError{at: posOr(n, e.key), field: path, msg: "must be " + typeName(t) + ", not " + describe(n),
-		hint: typeHint(t)}
+func mismatch(path string, t reflect.Type, n ast.Node, e *entry) *yamlerr.FieldError {
+	return &yamlerr.FieldError{At: yamlerr.PosOr(n, e.key), Field: path, Msg: "must be " + typeName(t) + ", not " + describe(n),
+		Hint: typeHint(t)}
 }
 
 var microsType = reflect.TypeOf(gpuwarden.Micros(0))

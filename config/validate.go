@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // Limits the validation enforces.
@@ -41,13 +42,13 @@ var Tolerances = []gpuwarden.Tolerance{gpuwarden.TolerateNone, gpuwarden.Tolerat
 // plan file's sections, so the error shown is the first one a reader meets.
 type checker struct {
 	idx index
-	err *fieldError
+	err *yamlerr.FieldError
 }
 
 // fail records a problem with the value at path.
 func (c *checker) fail(path, msg, hint string) {
 	if c.err == nil {
-		c.err = &fieldError{at: c.idx.at(path), field: path, msg: msg, hint: hint}
+		c.err = &yamlerr.FieldError{At: c.idx.at(path), Field: path, Msg: msg, Hint: hint}
 	}
 }
 
@@ -58,7 +59,7 @@ func (c *checker) failKey(path, msg, hint string) {
 		if e := c.idx[path]; e != nil {
 			at = e.key
 		}
-		c.err = &fieldError{at: at, field: path, msg: msg, hint: hint}
+		c.err = &yamlerr.FieldError{At: at, Field: path, Msg: msg, Hint: hint}
 	}
 }
 
@@ -71,7 +72,7 @@ func (c *checker) nonNegative(path string, v float64, hint string) {
 
 // checkRaw checks what ApplyDefaults would hide: the spelling of
 // currency_rates keys, which it upper-cases and so may merge.
-func checkRaw(p *gpuwarden.Plan, idx index) *fieldError {
+func checkRaw(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 	c := &checker{idx: idx}
 	keys := make([]string, 0, len(p.CurrencyRates))
 	for k := range p.CurrencyRates {
@@ -100,7 +101,7 @@ func checkRaw(p *gpuwarden.Plan, idx index) *fieldError {
 
 // validate checks a defaulted plan; idx tells which fields the file wrote and
 // where, so that an explicit 0 is not mistaken for a field left out.
-func validate(p *gpuwarden.Plan, idx index) *fieldError {
+func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 	c := &checker{idx: idx}
 	if strings.ContainsAny(p.Name, "\r\n") {
 		c.fail("name", "must be one line", "the name labels reports and alerts; keep it short")
@@ -347,7 +348,7 @@ func sortByPosition(keys []string, base string, idx index) {
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := idx.at(childPath(base, keys[i])), idx.at(childPath(base, keys[j]))
 		if a != b {
-			return a.line < b.line || a.line == b.line && a.col < b.col
+			return a.Line < b.Line || a.Line == b.Line && a.Col < b.Col
 		}
 		return keys[i] < keys[j]
 	})
