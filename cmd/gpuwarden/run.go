@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +38,7 @@ type runFlags struct {
 	planFile      string
 	dataDir       string
 	socket        string
-	cloud         string
-	metadata      preempt.Endpoints
+	cloud         cloudFlags
 	drill         bool
 	drillTimeout  time.Duration
 	output        string
@@ -48,7 +46,6 @@ type runFlags struct {
 
 func (a *app) runCommand() *cobra.Command {
 	var f runFlags
-	f.metadata = preempt.DefaultEndpoints()
 	c := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...]",
 		Short: "Run a job that survives preemption: checkpoints, retries, a proven resume",
@@ -102,13 +99,7 @@ that checkpoint instead of starting over.
 	fl.StringVar(&f.planFile, "plan", "", "plan `FILE` for the rate of lost work and the allowed countries (default ./gpuwarden.yaml when present)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the agent's data directory: its socket and the ledger the report goes to")
 	fl.StringVar(&f.socket, "agent-socket", "", "the agent's socket (default DATA_DIR/agent.sock)")
-	fl.StringVar(&f.cloud, "cloud", "auto", "without an agent, poll this cloud's metadata for notices: auto, aws, gcp, azure or none")
-	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
-	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
-	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
-	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
-		_ = fl.MarkHidden(h)
-	}
+	f.cloud.register(c, "without an agent, poll this cloud's metadata for notices")
 	fl.BoolVar(&f.drill, "drill", false, "prove the resume: start, kill after the first checkpoint, restart, check")
 	fl.DurationVar(&f.drillTimeout, "drill-timeout", 10*time.Minute, "give the drill up after this long")
 	fl.StringVarP(&f.output, "output", "o", "table", "report format: table or json")
@@ -117,6 +108,9 @@ that checkpoint instead of starting over.
 
 func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	if err := outputFormat(f.output, "table", "json"); err != nil {
+		return err
+	}
+	if err := f.cloud.validate(); err != nil {
 		return err
 	}
 	sig, err := parseSignal(f.signal)
@@ -306,8 +300,7 @@ func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervis
 	if path == "" {
 		path = filepath.Join(f.dataDir, "agent.sock")
 	}
-	fake := f.metadata != preempt.DefaultEndpoints()
-	if c, err := agent.Dial(ctx, path); err == nil && !fake {
+	if c, err := agent.Dial(ctx, path); err == nil && !f.cloud.fakeMetadata() {
 		log.Info("listening to the agent for notices", "socket", path)
 		job := fmt.Sprintf("run-%d", os.Getpid())
 		s.OnState = func(state string) {
@@ -318,24 +311,10 @@ func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervis
 		go c.Notices(ctx, func(n gpuwarden.Notice) { ch <- n })
 		return ch, ""
 	}
-	if f.cloud == "none" {
+	src := f.cloud.source(ctx, log)
+	if src == nil {
 		return ch, ""
 	}
-	client := preempt.NewClient()
-	var src preempt.Source
-	var err error
-	if f.cloud == "auto" {
-		src, err = preempt.Detect(ctx, client, f.metadata)
-	} else {
-		src, err = preempt.ForProvider(f.cloud, client, f.metadata)
-	}
-	if err != nil {
-		if !errors.Is(err, preempt.ErrNoCloud) {
-			log.Warn("cloud metadata", "err", err)
-		}
-		return ch, ""
-	}
-	log.Info("polling cloud metadata for notices", "cloud", src.Provider())
 	go preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ch <- n }, func(err error) { log.Debug("poll", "err", err) })
 	return ch, src.Provider()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -43,14 +42,12 @@ type upFlags struct {
 	budgetStop                bool
 	webhooks                  []string
 	webhookFormat             string
-	cloud                     string
-	metadata                  preempt.Endpoints
+	cloud                     cloudFlags
 	cats                      catalogFlags
 }
 
 func (a *app) upCommand() *cobra.Command {
 	var f upFlags
-	f.metadata = preempt.DefaultEndpoints()
 	c := &cobra.Command{
 		Use:   "up [PLAN]",
 		Short: "Run the agent on this box: idle shutdown, budget alerts, preemption notices, metrics",
@@ -110,13 +107,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.BoolVar(&f.budgetStop, "budget-stop", false, "stop the box when the month's spend reaches the budget")
 	fl.StringArrayVar(&f.webhooks, "webhook", nil, "send alerts to `URL`; repeatable")
 	fl.StringVar(&f.webhookFormat, "webhook-format", "slack", "webhook body: slack or json")
-	fl.StringVar(&f.cloud, "cloud", "auto", "cloud metadata to poll for notices: auto, aws, gcp, azure or none")
-	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
-	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
-	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
-	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
-		_ = fl.MarkHidden(h)
-	}
+	f.cloud.register(c, "cloud metadata to poll for notices")
 	f.cats.register(c)
 	return c
 }
@@ -268,10 +259,8 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 	if f.webhookFormat != "slack" && f.webhookFormat != "json" {
 		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--webhook-format: %q is not slack or json", f.webhookFormat)
 	}
-	switch f.cloud {
-	case "auto", "aws", "gcp", "azure", "none":
-	default:
-		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, aws, gcp, azure or none", f.cloud)
+	if err := f.cloud.validate(); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -292,30 +281,16 @@ func (a *app) notifier(f *upFlags, node string, log *slog.Logger) (gpuwarden.Not
 	return &notify.Dedup{Next: ns, Window: time.Hour}, nil
 }
 
-// watchNotices finds the cloud and relays its notices to the agent.
+// watchNotices relays the cloud's notices to the agent.
 func (a *app) watchNotices(ctx context.Context, f *upFlags, ag *agent.Agent, log *slog.Logger) {
 	// A simulated box is on no cloud, unless a test points it at fake metadata.
-	fake := f.metadata != preempt.DefaultEndpoints()
-	if f.cloud == "none" || (f.cloud == "auto" && f.simulate != "" && !fake) {
+	if f.simulate != "" && f.cloud.cloud == "auto" && !f.cloud.fakeMetadata() {
 		return
 	}
-	client := preempt.NewClient()
-	var src preempt.Source
-	var err error
-	if f.cloud == "auto" {
-		src, err = preempt.Detect(ctx, client, f.metadata)
-	} else {
-		src, err = preempt.ForProvider(f.cloud, client, f.metadata)
-	}
-	if errors.Is(err, preempt.ErrNoCloud) {
-		log.Info("no cloud metadata answers: preemption notices are off")
+	src := f.cloud.source(ctx, log)
+	if src == nil {
 		return
 	}
-	if err != nil {
-		log.Warn("cloud metadata", "err", err)
-		return
-	}
-	log.Info("watching for cloud notices", "cloud", src.Provider())
 	preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ag.OnNotice(ctx, n) },
 		func(err error) { log.Warn("poll cloud metadata", "err", err) })
 }

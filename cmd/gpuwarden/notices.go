@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/preempt"
+	"github.com/spf13/cobra"
+)
+
+// cloudFlags choose where `up` and `run` hear preemption notices from: the
+// cloud's metadata service, detected or named, at addresses tests override.
+type cloudFlags struct {
+	cloud    string
+	metadata preempt.Endpoints
+}
+
+func (f *cloudFlags) register(c *cobra.Command, usage string) {
+	f.metadata = preempt.DefaultEndpoints()
+	fl := c.Flags()
+	fl.StringVar(&f.cloud, "cloud", "auto", usage+": auto, aws, gcp, azure or none")
+	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
+	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
+	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
+	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
+		_ = fl.MarkHidden(h)
+	}
+}
+
+func (f *cloudFlags) validate() error {
+	switch f.cloud {
+	case "auto", "aws", "gcp", "azure", "none":
+		return nil
+	}
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, aws, gcp, azure or none", f.cloud)
+}
+
+// fakeMetadata reports whether a test pointed the metadata at its own fakes.
+func (f *cloudFlags) fakeMetadata() bool { return f.metadata != preempt.DefaultEndpoints() }
+
+// source finds the cloud to poll; nil means none answers or none was asked
+// for, which the log says, and the caller runs without notices.
+func (f *cloudFlags) source(ctx context.Context, log *slog.Logger) preempt.Source {
+	if f.cloud == "none" {
+		return nil
+	}
+	client := preempt.NewClient()
+	var src preempt.Source
+	var err error
+	if f.cloud == "auto" {
+		src, err = preempt.Detect(ctx, client, f.metadata)
+	} else {
+		src, err = preempt.ForProvider(f.cloud, client, f.metadata)
+	}
+	switch {
+	case errors.Is(err, preempt.ErrNoCloud):
+		log.Info("no cloud metadata answers: preemption notices are off")
+		return nil
+	case err != nil:
+		log.Warn("cloud metadata", "err", err)
+		return nil
+	}
+	log.Info("watching for cloud notices", "cloud", src.Provider())
+	return src
+}
