@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/ledgerrow"
 )
 
 // insertEventSQL skips an event whose key is taken. The UNIQUE constraint
@@ -26,7 +27,7 @@ func (l *Ledger) RecordEvent(ctx context.Context, e gpuwarden.Event) (bool, erro
 	if e.Key != "" {
 		key = &e.Key
 	}
-	data, err := jsonText(e.Data, len(e.Data) == 0)
+	data, err := ledgerrow.JSONText(e.Data, len(e.Data) == 0)
 	if err != nil {
 		return false, l.wrap("record event", err)
 	}

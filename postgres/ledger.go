@@ -82,28 +82,6 @@ func (l *Ledger) wrap(op string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, l.name, err)
 }
 
-// upsertSQL is an INSERT that replaces the row with the same key: a second
-// tick in the same second, or a rollup written again, wins instead of failing.
-func upsertSQL(table string, key, cols []string) string {
-	all := append(append([]string(nil), key...), cols...)
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + table + " (" + strings.Join(all, ", ") + ") VALUES (")
-	for i := range all {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("$" + strconv.Itoa(i+1))
-	}
-	b.WriteString(") ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET ")
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(c + " = excluded." + c)
-	}
-	return b.String()
-}
-
 // migration is one embedded schema change.
 type migration struct {
 	version int

@@ -3,17 +3,15 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/ledgerrow"
 )
 
 // Retention of the two resolutions.
@@ -24,63 +22,11 @@ const (
 	RollupRetention = 30 * 24 * time.Hour
 )
 
-const minuteMs = int64(time.Minute / time.Millisecond)
-
-// hostCols and gpuCols are the value columns of the sample and rollup tables,
-// in the order of hostRow.dest and gpuRow.dest.
-var (
-	hostCols = []string{"cpu_percent", "cpu_per_core", "iowait_percent", "load1",
-		"mem_used_bytes", "mem_total_bytes", "disk_read_bps", "disk_write_bps",
-		"net_rx_bps", "net_tx_bps", "sessions", "processes"}
-	gpuCols = []string{"util_percent", "mem_util_percent", "mem_used_bytes", "mem_total_bytes",
-		"power_w", "temp_c", "sm_clock_mhz", "mem_clock_mhz", "throttle_reasons", "processes"}
-)
-
 // insertHostSQL and insertGPUSQL write one tick's rows.
 var (
-	insertHostSQL = upsertSQL("host_samples", []string{"time_ms"}, hostCols)
-	insertGPUSQL  = upsertSQL("gpu_samples", []string{"time_ms", "gpu"}, gpuCols)
+	insertHostSQL = ledgerrow.UpsertSQL("host_samples", []string{"time_ms"}, ledgerrow.HostCols)
+	insertGPUSQL  = ledgerrow.UpsertSQL("gpu_samples", []string{"time_ms", "gpu"}, ledgerrow.GPUCols)
 )
-
-// hostRow is a row of host_samples or host_rollups as stored.
-type hostRow struct {
-	ms, n                      int64
-	cpu, iowait, load1         float64
-	memUsed, memTotal          int64
-	diskR, diskW, netRx, netTx float64
-	sessions                   int64
-	perCore, procs             sql.NullString
-}
-
-func (r *hostRow) dest() []any {
-	return []any{&r.cpu, &r.perCore, &r.iowait, &r.load1, &r.memUsed, &r.memTotal,
-		&r.diskR, &r.diskW, &r.netRx, &r.netTx, &r.sessions, &r.procs}
-}
-
-func (r *hostRow) args() []any {
-	return []any{r.cpu, nullable(r.perCore), r.iowait, r.load1, r.memUsed, r.memTotal,
-		r.diskR, r.diskW, r.netRx, r.netTx, r.sessions, nullable(r.procs)}
-}
-
-// gpuRow is a row of gpu_samples or gpu_rollups as stored.
-type gpuRow struct {
-	ms, gpu, n        int64
-	util, memUtil     float64
-	memUsed, memTotal int64
-	power, temp       float64
-	sm, memClock      int64
-	throttle, procs   sql.NullString
-}
-
-func (r *gpuRow) dest() []any {
-	return []any{&r.util, &r.memUtil, &r.memUsed, &r.memTotal, &r.power, &r.temp,
-		&r.sm, &r.memClock, &r.throttle, &r.procs}
-}
-
-func (r *gpuRow) args() []any {
-	return []any{r.util, r.memUtil, r.memUsed, r.memTotal, r.power, r.temp,
-		r.sm, r.memClock, nullable(r.throttle), nullable(r.procs)}
-}
 
 // RecordSample stores one tick in one transaction: a host row and a row per
 // GPU, keyed by the tick's time truncated to the second. A second tick in
@@ -92,29 +38,29 @@ func (l *Ledger) RecordSample(ctx context.Context, s gpuwarden.NodeSample) error
 	}
 	ms := s.Time.Unix() * 1000
 	h := s.Host
-	procs, err := jsonText(h.Processes, len(h.Processes) == 0)
+	procs, err := ledgerrow.JSONText(h.Processes, len(h.Processes) == 0)
 	if err != nil {
 		return l.wrap("record sample", err)
 	}
 	// One batch: a tick is one round trip however many GPUs it has.
 	var b pgx.Batch
 	b.Queue(insertHostSQL, ms,
-		finite(h.CPUPercent), floatsText(h.CPUPerCore), finite(h.IOWaitPercent), finite(h.Load1),
+		ledgerrow.Finite(h.CPUPercent), ledgerrow.FloatsText(h.CPUPerCore), ledgerrow.Finite(h.IOWaitPercent), ledgerrow.Finite(h.Load1),
 		int64(h.MemUsedBytes), int64(h.MemTotalBytes),
-		finite(h.DiskReadBps), finite(h.DiskWriteBps), finite(h.NetRxBps), finite(h.NetTxBps),
+		ledgerrow.Finite(h.DiskReadBps), ledgerrow.Finite(h.DiskWriteBps), ledgerrow.Finite(h.NetRxBps), ledgerrow.Finite(h.NetTxBps),
 		int64(h.Sessions), procs)
 	for _, g := range s.GPUs {
-		throttle, err := jsonText(g.ThrottleReasons, len(g.ThrottleReasons) == 0)
+		throttle, err := ledgerrow.JSONText(g.ThrottleReasons, len(g.ThrottleReasons) == 0)
 		if err != nil {
 			return l.wrap("record sample", err)
 		}
-		gprocs, err := jsonText(g.Processes, len(g.Processes) == 0)
+		gprocs, err := ledgerrow.JSONText(g.Processes, len(g.Processes) == 0)
 		if err != nil {
 			return l.wrap("record sample", err)
 		}
 		b.Queue(insertGPUSQL, ms, int64(g.Index),
-			finite(g.UtilPercent), finite(g.MemUtilPercent), int64(g.MemUsedBytes), int64(g.MemTotalBytes),
-			finite(g.PowerWatts), finite(g.TempC), int64(g.SMClockMHz), int64(g.MemClockMHz),
+			ledgerrow.Finite(g.UtilPercent), ledgerrow.Finite(g.MemUtilPercent), int64(g.MemUsedBytes), int64(g.MemTotalBytes),
+			ledgerrow.Finite(g.PowerWatts), ledgerrow.Finite(g.TempC), int64(g.SMClockMHz), int64(g.MemClockMHz),
 			throttle, gprocs)
 	}
 	if err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
@@ -149,16 +95,16 @@ func (l *Ledger) Samples(ctx context.Context, since time.Time) ([]gpuwarden.Node
 		until = first.Int64
 	}
 	out, err := readTicks(ctx, tx,
-		"SELECT minute_ms, "+strings.Join(hostCols, ", ")+" FROM host_rollups WHERE minute_ms >= $1 AND minute_ms < $2 ORDER BY minute_ms",
-		"SELECT minute_ms, gpu, "+strings.Join(gpuCols, ", ")+" FROM gpu_rollups WHERE minute_ms >= $1 AND minute_ms < $2 ORDER BY minute_ms, gpu",
+		"SELECT minute_ms, "+strings.Join(ledgerrow.HostCols, ", ")+" FROM host_rollups WHERE minute_ms >= $1 AND minute_ms < $2 ORDER BY minute_ms",
+		"SELECT minute_ms, gpu, "+strings.Join(ledgerrow.GPUCols, ", ")+" FROM gpu_rollups WHERE minute_ms >= $1 AND minute_ms < $2 ORDER BY minute_ms, gpu",
 		sinceMs, until, nil)
 	if err != nil {
 		return nil, l.wrap("read samples", err)
 	}
 	if first.Valid {
 		out, err = readTicks(ctx, tx,
-			"SELECT time_ms, "+strings.Join(hostCols, ", ")+" FROM host_samples WHERE time_ms >= $1 AND time_ms < $2 ORDER BY time_ms",
-			"SELECT time_ms, gpu, "+strings.Join(gpuCols, ", ")+" FROM gpu_samples WHERE time_ms >= $1 AND time_ms < $2 ORDER BY time_ms, gpu",
+			"SELECT time_ms, "+strings.Join(ledgerrow.HostCols, ", ")+" FROM host_samples WHERE time_ms >= $1 AND time_ms < $2 ORDER BY time_ms",
+			"SELECT time_ms, gpu, "+strings.Join(ledgerrow.GPUCols, ", ")+" FROM gpu_samples WHERE time_ms >= $1 AND time_ms < $2 ORDER BY time_ms, gpu",
 			first.Int64, math.MaxInt64, out)
 		if err != nil {
 			return nil, l.wrap("read samples", err)
@@ -177,12 +123,12 @@ func readTicks(ctx context.Context, tx pgx.Tx, hostQuery, gpuQuery string, from,
 		return nil, err
 	}
 	for rows.Next() {
-		var r hostRow
-		if err := rows.Scan(append([]any{&r.ms}, r.dest()...)...); err != nil {
+		var r ledgerrow.HostRow
+		if err := rows.Scan(append([]any{&r.MS}, r.Dest()...)...); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		h, err := r.sample()
+		h, err := r.Sample()
 		if err != nil {
 			rows.Close()
 			return nil, err
@@ -200,70 +146,25 @@ func readTicks(ctx context.Context, tx pgx.Tx, hostQuery, gpuQuery string, from,
 	defer rows.Close()
 	i := start
 	for rows.Next() {
-		var r gpuRow
-		if err := rows.Scan(append([]any{&r.ms, &r.gpu}, r.dest()...)...); err != nil {
+		var r ledgerrow.GPURow
+		if err := rows.Scan(append([]any{&r.MS, &r.GPU}, r.Dest()...)...); err != nil {
 			return nil, err
 		}
-		for i < len(out) && out[i].Time.UnixMilli() < r.ms {
+		for i < len(out) && out[i].Time.UnixMilli() < r.MS {
 			i++
 		}
-		if i == len(out) || out[i].Time.UnixMilli() != r.ms {
+		if i == len(out) || out[i].Time.UnixMilli() != r.MS {
 			// A GPU row without its tick cannot be written by this package
 			// (both go in one transaction); skip it rather than invent a host.
 			continue
 		}
-		g, err := r.telemetry()
+		g, err := r.Telemetry()
 		if err != nil {
 			return nil, err
 		}
 		out[i].GPUs = append(out[i].GPUs, g)
 	}
 	return out, rows.Err()
-}
-
-func (r *hostRow) sample() (gpuwarden.HostSample, error) {
-	h := gpuwarden.HostSample{
-		Time:          time.UnixMilli(r.ms).UTC(),
-		CPUPercent:    r.cpu,
-		IOWaitPercent: r.iowait,
-		Load1:         r.load1,
-		MemUsedBytes:  uint64(r.memUsed),
-		MemTotalBytes: uint64(r.memTotal),
-		DiskReadBps:   r.diskR,
-		DiskWriteBps:  r.diskW,
-		NetRxBps:      r.netRx,
-		NetTxBps:      r.netTx,
-		Sessions:      int(r.sessions),
-	}
-	if err := decode(r.perCore, &h.CPUPerCore); err != nil {
-		return h, fmt.Errorf("host sample at %d: cpu_per_core: %w", r.ms, err)
-	}
-	if err := decode(r.procs, &h.Processes); err != nil {
-		return h, fmt.Errorf("host sample at %d: processes: %w", r.ms, err)
-	}
-	return h, nil
-}
-
-func (r *gpuRow) telemetry() (gpuwarden.Telemetry, error) {
-	g := gpuwarden.Telemetry{
-		Index:          int(r.gpu),
-		Time:           time.UnixMilli(r.ms).UTC(),
-		UtilPercent:    r.util,
-		MemUtilPercent: r.memUtil,
-		MemUsedBytes:   uint64(r.memUsed),
-		MemTotalBytes:  uint64(r.memTotal),
-		PowerWatts:     r.power,
-		TempC:          r.temp,
-		SMClockMHz:     int(r.sm),
-		MemClockMHz:    int(r.memClock),
-	}
-	if err := decode(r.throttle, &g.ThrottleReasons); err != nil {
-		return g, fmt.Errorf("gpu %d sample at %d: throttle_reasons: %w", r.gpu, r.ms, err)
-	}
-	if err := decode(r.procs, &g.Processes); err != nil {
-		return g, fmt.Errorf("gpu %d sample at %d: processes: %w", r.gpu, r.ms, err)
-	}
-	return g, nil
 }
 
 // Compact, in one transaction, rolls the full-resolution ticks of every
@@ -280,7 +181,7 @@ func (r *gpuRow) telemetry() (gpuwarden.Telemetry, error) {
 func (l *Ledger) Compact(ctx context.Context, now time.Time) error {
 	// Whole minutes only: a minute compacted in two parts would need the
 	// merge below every time instead of only for late ticks.
-	cutoff := floorMinute(now.Add(-FullResolution).UnixMilli())
+	cutoff := ledgerrow.FloorMinute(now.Add(-FullResolution).UnixMilli())
 	prune := now.Add(-RollupRetention).UnixMilli()
 	if err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		// SQLite has one writer; the lock makes it so here for the length
@@ -304,7 +205,7 @@ func compact(ctx context.Context, tx pgx.Tx, cutoff, prune int64) error {
 		"DELETE FROM host_samples WHERE time_ms < $1",
 		"DELETE FROM gpu_samples WHERE time_ms < $1",
 	} {
-		if _, err := tx.Exec(ctx, q, floorMinute(prune)); err != nil {
+		if _, err := tx.Exec(ctx, q, ledgerrow.FloorMinute(prune)); err != nil {
 			return err
 		}
 	}
@@ -341,24 +242,24 @@ func compact(ctx context.Context, tx pgx.Tx, cutoff, prune int64) error {
 // rollHosts averages the host ticks before cutoff by minute. It streams the
 // rows and keeps one minute's sums at a time, so a day of backlog costs a
 // day of minutes, not a day of ticks.
-func rollHosts(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*hostAcc, error) {
-	rows, err := tx.Query(ctx, "SELECT time_ms, "+strings.Join(hostCols, ", ")+
+func rollHosts(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*ledgerrow.HostAcc, error) {
+	rows, err := tx.Query(ctx, "SELECT time_ms, "+strings.Join(ledgerrow.HostCols, ", ")+
 		" FROM host_samples WHERE time_ms < $1 ORDER BY time_ms", cutoff)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*hostAcc
+	var out []*ledgerrow.HostAcc
 	for rows.Next() {
-		r := hostRow{n: 1}
-		if err := rows.Scan(append([]any{&r.ms}, r.dest()...)...); err != nil {
+		r := ledgerrow.HostRow{N: 1}
+		if err := rows.Scan(append([]any{&r.MS}, r.Dest()...)...); err != nil {
 			return nil, err
 		}
-		m := floorMinute(r.ms)
-		if len(out) == 0 || out[len(out)-1].minute != m {
-			out = append(out, &hostAcc{minute: m, procs: map[string]struct{}{}})
+		m := ledgerrow.FloorMinute(r.MS)
+		if len(out) == 0 || out[len(out)-1].Minute != m {
+			out = append(out, ledgerrow.NewHostAcc(m))
 		}
-		if err := out[len(out)-1].add(r); err != nil {
+		if err := out[len(out)-1].Add(r); err != nil {
 			return nil, err
 		}
 	}
@@ -366,39 +267,39 @@ func rollHosts(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*hostAcc, error)
 }
 
 // rollGPUs averages the GPU ticks before cutoff by minute and GPU.
-func rollGPUs(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*gpuAcc, error) {
-	rows, err := tx.Query(ctx, "SELECT time_ms, gpu, "+strings.Join(gpuCols, ", ")+
+func rollGPUs(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*ledgerrow.GPUAcc, error) {
+	rows, err := tx.Query(ctx, "SELECT time_ms, gpu, "+strings.Join(ledgerrow.GPUCols, ", ")+
 		" FROM gpu_samples WHERE time_ms < $1 ORDER BY time_ms, gpu", cutoff)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*gpuAcc
-	minute := map[int64]*gpuAcc{} // the current minute's GPUs
+	var out []*ledgerrow.GPUAcc
+	minute := map[int64]*ledgerrow.GPUAcc{} // the current minute's GPUs
 	flush := func() {
 		start := len(out)
 		for _, a := range minute {
 			out = append(out, a)
 		}
-		sort.Slice(out[start:], func(i, j int) bool { return out[start+i].gpu < out[start+j].gpu })
+		sort.Slice(out[start:], func(i, j int) bool { return out[start+i].GPU < out[start+j].GPU })
 		clear(minute)
 	}
 	cur := int64(math.MinInt64)
 	for rows.Next() {
-		r := gpuRow{n: 1}
-		if err := rows.Scan(append([]any{&r.ms, &r.gpu}, r.dest()...)...); err != nil {
+		r := ledgerrow.GPURow{N: 1}
+		if err := rows.Scan(append([]any{&r.MS, &r.GPU}, r.Dest()...)...); err != nil {
 			return nil, err
 		}
-		if m := floorMinute(r.ms); m != cur {
+		if m := ledgerrow.FloorMinute(r.MS); m != cur {
 			flush()
 			cur = m
 		}
-		a := minute[r.gpu]
+		a := minute[r.GPU]
 		if a == nil {
-			a = &gpuAcc{minute: cur, gpu: r.gpu, throttle: map[string]struct{}{}, procs: map[int]gpuwarden.GPUProcess{}}
-			minute[r.gpu] = a
+			a = ledgerrow.NewGPUAcc(cur, r.GPU)
+			minute[r.GPU] = a
 		}
-		if err := a.add(r); err != nil {
+		if err := a.Add(r); err != nil {
 			return nil, err
 		}
 	}
@@ -408,28 +309,28 @@ func rollGPUs(ctx context.Context, tx pgx.Tx, cutoff int64) ([]*gpuAcc, error) {
 
 // writeHostRollups merges the new averages with any already stored for
 // their minutes, then writes them.
-func writeHostRollups(ctx context.Context, tx pgx.Tx, accs []*hostAcc) error {
+func writeHostRollups(ctx context.Context, tx pgx.Tx, accs []*ledgerrow.HostAcc) error {
 	if len(accs) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, "SELECT minute_ms, samples, "+strings.Join(hostCols, ", ")+
+	rows, err := tx.Query(ctx, "SELECT minute_ms, samples, "+strings.Join(ledgerrow.HostCols, ", ")+
 		" FROM host_rollups WHERE minute_ms >= $1 AND minute_ms <= $2 ORDER BY minute_ms",
-		accs[0].minute, accs[len(accs)-1].minute)
+		accs[0].Minute, accs[len(accs)-1].Minute)
 	if err != nil {
 		return err
 	}
 	i := 0
 	for rows.Next() {
-		var r hostRow
-		if err := rows.Scan(append([]any{&r.ms, &r.n}, r.dest()...)...); err != nil {
+		var r ledgerrow.HostRow
+		if err := rows.Scan(append([]any{&r.MS, &r.N}, r.Dest()...)...); err != nil {
 			rows.Close()
 			return err
 		}
-		for i < len(accs) && accs[i].minute < r.ms {
+		for i < len(accs) && accs[i].Minute < r.MS {
 			i++
 		}
-		if i < len(accs) && accs[i].minute == r.ms {
-			if err := accs[i].add(r); err != nil {
+		if i < len(accs) && accs[i].Minute == r.MS {
+			if err := accs[i].Add(r); err != nil {
 				rows.Close()
 				return err
 			}
@@ -439,10 +340,10 @@ func writeHostRollups(ctx context.Context, tx pgx.Tx, accs []*hostAcc) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	query := upsertSQL("host_rollups", []string{"minute_ms"}, append([]string{"samples"}, hostCols...))
+	query := ledgerrow.UpsertSQL("host_rollups", []string{"minute_ms"}, append([]string{"samples"}, ledgerrow.HostCols...))
 	for _, a := range accs {
-		r := a.row()
-		if _, err := tx.Exec(ctx, query, append([]any{r.ms, r.n}, r.args()...)...); err != nil {
+		r := a.Row()
+		if _, err := tx.Exec(ctx, query, append([]any{r.MS, r.N}, r.Args()...)...); err != nil {
 			return err
 		}
 	}
@@ -451,31 +352,31 @@ func writeHostRollups(ctx context.Context, tx pgx.Tx, accs []*hostAcc) error {
 
 // writeGPURollups merges the new averages with any already stored for
 // their minutes and GPUs, then writes them.
-func writeGPURollups(ctx context.Context, tx pgx.Tx, accs []*gpuAcc) error {
+func writeGPURollups(ctx context.Context, tx pgx.Tx, accs []*ledgerrow.GPUAcc) error {
 	if len(accs) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, "SELECT minute_ms, gpu, samples, "+strings.Join(gpuCols, ", ")+
+	rows, err := tx.Query(ctx, "SELECT minute_ms, gpu, samples, "+strings.Join(ledgerrow.GPUCols, ", ")+
 		" FROM gpu_rollups WHERE minute_ms >= $1 AND minute_ms <= $2 ORDER BY minute_ms, gpu",
-		accs[0].minute, accs[len(accs)-1].minute)
+		accs[0].Minute, accs[len(accs)-1].Minute)
 	if err != nil {
 		return err
 	}
 	i := 0
-	less := func(a *gpuAcc, r *gpuRow) bool {
-		return a.minute < r.ms || (a.minute == r.ms && a.gpu < r.gpu)
+	less := func(a *ledgerrow.GPUAcc, r *ledgerrow.GPURow) bool {
+		return a.Minute < r.MS || (a.Minute == r.MS && a.GPU < r.GPU)
 	}
 	for rows.Next() {
-		var r gpuRow
-		if err := rows.Scan(append([]any{&r.ms, &r.gpu, &r.n}, r.dest()...)...); err != nil {
+		var r ledgerrow.GPURow
+		if err := rows.Scan(append([]any{&r.MS, &r.GPU, &r.N}, r.Dest()...)...); err != nil {
 			rows.Close()
 			return err
 		}
 		for i < len(accs) && less(accs[i], &r) {
 			i++
 		}
-		if i < len(accs) && accs[i].minute == r.ms && accs[i].gpu == r.gpu {
-			if err := accs[i].add(r); err != nil {
+		if i < len(accs) && accs[i].Minute == r.MS && accs[i].GPU == r.GPU {
+			if err := accs[i].Add(r); err != nil {
 				rows.Close()
 				return err
 			}
@@ -485,218 +386,12 @@ func writeGPURollups(ctx context.Context, tx pgx.Tx, accs []*gpuAcc) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	query := upsertSQL("gpu_rollups", []string{"minute_ms", "gpu"}, append([]string{"samples"}, gpuCols...))
+	query := ledgerrow.UpsertSQL("gpu_rollups", []string{"minute_ms", "gpu"}, append([]string{"samples"}, ledgerrow.GPUCols...))
 	for _, a := range accs {
-		r := a.row()
-		if _, err := tx.Exec(ctx, query, append([]any{r.ms, r.gpu, r.n}, r.args()...)...); err != nil {
+		r := a.Row()
+		if _, err := tx.Exec(ctx, query, append([]any{r.MS, r.GPU, r.N}, r.Args()...)...); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// hostAcc sums one minute of host rows, each weighted by the ticks it holds.
-type hostAcc struct {
-	minute                                                      int64
-	n                                                           int64
-	cpu, iowait, load1, memUsed, memTotal, diskR, diskW, rx, tx float64
-	sessions                                                    int64
-	core, coreN                                                 []float64
-	procs                                                       map[string]struct{}
-}
-
-func (a *hostAcc) add(r hostRow) error {
-	w := float64(r.n)
-	a.n += r.n
-	a.cpu += w * r.cpu
-	a.iowait += w * r.iowait
-	a.load1 += w * r.load1
-	a.memUsed += w * float64(r.memUsed)
-	a.memTotal += w * float64(r.memTotal)
-	a.diskR += w * r.diskR
-	a.diskW += w * r.diskW
-	a.rx += w * r.netRx
-	a.tx += w * r.netTx
-	a.sessions = max(a.sessions, r.sessions)
-	var cores []float64
-	if err := decode(r.perCore, &cores); err != nil {
-		return fmt.Errorf("host sample at %d: cpu_per_core: %w", r.ms, err)
-	}
-	for len(a.core) < len(cores) {
-		a.core = append(a.core, 0)
-		a.coreN = append(a.coreN, 0)
-	}
-	for i, c := range cores {
-		a.core[i] += w * c
-		a.coreN[i] += w
-	}
-	var procs []string
-	if err := decode(r.procs, &procs); err != nil {
-		return fmt.Errorf("host sample at %d: processes: %w", r.ms, err)
-	}
-	for _, p := range procs {
-		a.procs[p] = struct{}{}
-	}
-	return nil
-}
-
-func (a *hostAcc) row() hostRow {
-	n := float64(a.n)
-	cores := make([]float64, len(a.core))
-	for i := range cores {
-		cores[i] = a.core[i] / a.coreN[i]
-	}
-	procs := make([]string, 0, len(a.procs))
-	for p := range a.procs {
-		procs = append(procs, p)
-	}
-	sort.Strings(procs)
-	text, _ := jsonText(procs, len(procs) == 0) // []string always encodes
-	return hostRow{
-		ms: a.minute, n: a.n,
-		cpu: a.cpu / n, iowait: a.iowait / n, load1: a.load1 / n,
-		memUsed: int64(math.Round(a.memUsed / n)), memTotal: int64(math.Round(a.memTotal / n)),
-		diskR: a.diskR / n, diskW: a.diskW / n, netRx: a.rx / n, netTx: a.tx / n,
-		sessions: a.sessions,
-		perCore:  nullString(floatsText(cores)),
-		procs:    nullString(text),
-	}
-}
-
-// gpuAcc sums one minute of one GPU's rows, each weighted by the ticks it holds.
-type gpuAcc struct {
-	minute, gpu, n                                        int64
-	util, memUtil, memUsed, memTotal, power, temp, sm, mc float64
-	throttle                                              map[string]struct{}
-	procs                                                 map[int]gpuwarden.GPUProcess
-}
-
-func (a *gpuAcc) add(r gpuRow) error {
-	w := float64(r.n)
-	a.n += r.n
-	a.util += w * r.util
-	a.memUtil += w * r.memUtil
-	a.memUsed += w * float64(r.memUsed)
-	a.memTotal += w * float64(r.memTotal)
-	a.power += w * r.power
-	a.temp += w * r.temp
-	a.sm += w * float64(r.sm)
-	a.mc += w * float64(r.memClock)
-	var reasons []string
-	if err := decode(r.throttle, &reasons); err != nil {
-		return fmt.Errorf("gpu %d sample at %d: throttle_reasons: %w", r.gpu, r.ms, err)
-	}
-	for _, t := range reasons {
-		a.throttle[t] = struct{}{}
-	}
-	var procs []gpuwarden.GPUProcess
-	if err := decode(r.procs, &procs); err != nil {
-		return fmt.Errorf("gpu %d sample at %d: processes: %w", r.gpu, r.ms, err)
-	}
-	// A process keeps its peak memory over the minute: that is what decides
-	// whether a job fits a smaller card.
-	for _, p := range procs {
-		if old, ok := a.procs[p.PID]; !ok || p.UsedBytes > old.UsedBytes {
-			if p.Name == "" {
-				p.Name = old.Name
-			}
-			a.procs[p.PID] = p
-		}
-	}
-	return nil
-}
-
-func (a *gpuAcc) row() gpuRow {
-	n := float64(a.n)
-	reasons := make([]string, 0, len(a.throttle))
-	for t := range a.throttle {
-		reasons = append(reasons, t)
-	}
-	sort.Strings(reasons)
-	procs := make([]gpuwarden.GPUProcess, 0, len(a.procs))
-	for _, p := range a.procs {
-		procs = append(procs, p)
-	}
-	sort.Slice(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-	// Slices of strings and of plain structs always encode.
-	throttle, _ := jsonText(reasons, len(reasons) == 0)
-	ptext, _ := jsonText(procs, len(procs) == 0)
-	return gpuRow{
-		ms: a.minute, gpu: a.gpu, n: a.n,
-		util: a.util / n, memUtil: a.memUtil / n,
-		memUsed: int64(math.Round(a.memUsed / n)), memTotal: int64(math.Round(a.memTotal / n)),
-		power: a.power / n, temp: a.temp / n,
-		sm: int64(math.Round(a.sm / n)), memClock: int64(math.Round(a.mc / n)),
-		throttle: nullString(throttle), procs: nullString(ptext),
-	}
-}
-
-// floorMinute is the start of the minute holding ms.
-func floorMinute(ms int64) int64 {
-	m := ms / minuteMs * minuteMs
-	if m > ms {
-		m -= minuteMs
-	}
-	return m
-}
-
-// finite maps NaN and ±Inf to 0, as the SQLite ledger does: one infinite
-// reading would poison a minute's average.
-func finite(f float64) float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0
-	}
-	return f
-}
-
-// floatsText is a JSON array of numbers without encoding/json's reflection,
-// since per-core CPU is written every tick; nil (SQL NULL) when empty.
-func floatsText(v []float64) any {
-	if len(v) == 0 {
-		return nil
-	}
-	b := make([]byte, 0, 6*len(v)+2)
-	b = append(b, '[')
-	for i, f := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendFloat(b, finite(f), 'g', -1, 64)
-	}
-	return string(append(b, ']'))
-}
-
-// jsonText is v as JSON text, or nil (SQL NULL) when empty: an empty list
-// costs no bytes in a row written every second.
-func jsonText(v any, empty bool) (any, error) {
-	if empty {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
-// decode reads a JSON column; NULL leaves v as it is.
-func decode(s sql.NullString, v any) error {
-	if !s.Valid {
-		return nil
-	}
-	return json.Unmarshal([]byte(s.String), v)
-}
-
-// nullable turns a NullString back into an argument: nil for NULL.
-func nullable(s sql.NullString) any {
-	if !s.Valid {
-		return nil
-	}
-	return s.String
-}
-
-// nullString is the NullString of floatsText's or jsonText's result.
-func nullString(v any) sql.NullString {
-	s, ok := v.(string)
-	return sql.NullString{String: s, Valid: ok}
 }

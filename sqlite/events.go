@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/ledgerrow"
 )
 
 // insertEventSQL skips an event whose key is taken. The UNIQUE index never
@@ -24,7 +25,7 @@ func (l *Ledger) RecordEvent(ctx context.Context, e gpuwarden.Event) (bool, erro
 	if e.Key != "" {
 		key = e.Key
 	}
-	data, err := jsonText(e.Data, len(e.Data) == 0)
+	data, err := ledgerrow.JSONText(e.Data, len(e.Data) == 0)
 	if err != nil {
 		return false, l.wrap("record event", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/ledgerrow"
 )
 
 // migrationFiles are the schema changes, applied in the order of their
@@ -111,8 +112,8 @@ func (l *Ledger) open(ctx context.Context) error {
 		s, err = l.db.PrepareContext(ctx, query)
 		return s
 	}
-	l.insertHost = prepare(upsertSQL("host_samples", []string{"time_ms"}, hostCols))
-	l.insertGPU = prepare(upsertSQL("gpu_samples", []string{"time_ms", "gpu"}, gpuCols))
+	l.insertHost = prepare(ledgerrow.UpsertSQL("host_samples", []string{"time_ms"}, ledgerrow.HostCols))
+	l.insertGPU = prepare(ledgerrow.UpsertSQL("gpu_samples", []string{"time_ms", "gpu"}, ledgerrow.GPUCols))
 	l.insertEvent = prepare(insertEventSQL)
 	if err != nil {
 		return l.wrap("open ledger", err)
@@ -139,30 +140,6 @@ func (l *Ledger) Close() error {
 // user did not know about still says where to look.
 func (l *Ledger) wrap(op string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, l.path, err)
-}
-
-// upsertSQL is an INSERT that replaces the row with the same key: a second
-// tick in the same second, or a rollup written again, wins instead of
-// failing. ON CONFLICT … DO UPDATE and $N placeholders read the same on
-// PostgreSQL.
-func upsertSQL(table string, key, cols []string) string {
-	all := append(append([]string(nil), key...), cols...)
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + table + " (" + strings.Join(all, ", ") + ") VALUES (")
-	for i := range all {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("$" + strconv.Itoa(i+1))
-	}
-	b.WriteString(") ON CONFLICT (" + strings.Join(key, ", ") + ") DO UPDATE SET ")
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(c + " = excluded." + c)
-	}
-	return b.String()
 }
 
 // migration is one embedded schema change.
