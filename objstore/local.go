@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 )
 
 // Local keeps checkpoints in a directory, typically another disk or a network
@@ -47,7 +48,7 @@ func (l *Local) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if cp.Path == "" {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint has no path on this box")
 	}
-	manifest, err := encodeManifest(cp)
+	data, err := manifest.Encode(cp)
 	if err != nil {
 		return err
 	}
@@ -70,21 +71,21 @@ func (l *Local) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 			l.Sent(f.Path, f.Size)
 		}
 	}
-	return writeFileAtomic(filepath.Join(dest, ManifestName), bytes.NewReader(manifest), nil)
+	return manifest.WriteFileAtomic(filepath.Join(dest, manifest.Name), bytes.NewReader(data), nil)
 }
 
 // hideChanged removes the manifest of an earlier push under the same name
 // when it lists different files, so that List does not offer a checkpoint
 // whose files are being replaced underneath it.
 func hideChanged(dest string, cp gpuwarden.Checkpoint) error {
-	old, err := ReadManifest(dest)
+	old, err := manifest.Read(dest)
 	if err != nil || sameFiles(old, cp) {
 		return nil
 	}
-	if err := os.Remove(filepath.Join(dest, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dest, manifest.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(dest)
+	return manifest.SyncDir(dest)
 }
 
 // sameLocalFile reports whether the store already holds f: the size is
@@ -94,7 +95,7 @@ func sameLocalFile(p string, f gpuwarden.ManifestFile) bool {
 	if err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
 		return false
 	}
-	_, sum, err := hashFile(p)
+	_, sum, err := manifest.HashFile(p)
 	return err == nil && sum == f.SHA256
 }
 
@@ -104,16 +105,16 @@ func sameLocalFile(p string, f gpuwarden.ManifestFile) bool {
 func copyVerified(ctx context.Context, src, dst string, f gpuwarden.ManifestFile) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fileError("open", src, err)
+		return manifest.FileError("open", src, err)
 	}
 	defer in.Close()
 	h := sha256.New()
-	return writeFileAtomic(dst, io.TeeReader(ctxReader{ctx, in}, h), func(n int64) error {
+	return manifest.WriteFileAtomic(dst, io.TeeReader(ctxReader{ctx, in}, h), func(n int64) error {
 		if n != f.Size {
-			return sizeMismatch(f, n)
+			return manifest.SizeMismatch(f, n)
 		}
 		if hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
-			return checksumMismatch(f.Path)
+			return manifest.ChecksumMismatch(f.Path)
 		}
 		return nil
 	})
@@ -132,18 +133,18 @@ func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 	}
 	cps := []gpuwarden.Checkpoint{}
 	for _, e := range entries {
-		if !e.IsDir() || checkName(e.Name()) != nil {
+		if !e.IsDir() || manifest.CheckName(e.Name()) != nil {
 			continue
 		}
 		dir := filepath.Join(l.Dir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+		data, err := os.ReadFile(filepath.Join(dir, manifest.Name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a torn push: files without a manifest
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", l.Dir, err)
 		}
-		cp, err := decodeManifest(data, e.Name())
+		cp, err := manifest.Decode(data, e.Name())
 		if err != nil {
 			// A foreign or damaged manifest must not hide the good ones.
 			continue
@@ -165,11 +166,11 @@ func (l *Local) Pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 }
 
 func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoint, error) {
-	if err := checkName(name); err != nil {
+	if err := manifest.CheckName(name); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	src := filepath.Join(l.Dir, name)
-	cp, err := ReadManifest(src)
+	cp, err := manifest.Read(src)
 	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
 		return gpuwarden.Checkpoint{}, notStored(name, l.Where())
 	}
@@ -179,7 +180,7 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 	return pullInto(ctx, cp, dir, func(ctx context.Context, file string) (io.ReadCloser, error) {
 		f, err := os.Open(filepath.Join(src, filepath.FromSlash(file)))
 		if err != nil {
-			return nil, fileError("open", file, err)
+			return nil, manifest.FileError("open", file, err)
 		}
 		return f, nil
 	})
@@ -189,11 +190,11 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 // cut short leaves an invisible leftover rather than a listed, broken
 // checkpoint. Deleting a checkpoint that is not there is not an error.
 func (l *Local) Delete(ctx context.Context, name string) error {
-	if err := checkName(name); err != nil {
+	if err := manifest.CheckName(name); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	dir := filepath.Join(l.Dir, name)
-	if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, manifest.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s from %s: %w", name, l.Dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

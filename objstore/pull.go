@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 )
 
 // openFunc opens one file of a stored checkpoint for reading.
@@ -23,7 +24,7 @@ type openFunc func(ctx context.Context, file string) (io.ReadCloser, error)
 // only after every file matched its size and sha256, so dir never shows a
 // half-pulled or damaged checkpoint under its real name.
 func pullInto(ctx context.Context, cp gpuwarden.Checkpoint, dir string, open openFunc) (gpuwarden.Checkpoint, error) {
-	if err := checkManifest(cp); err != nil {
+	if err := manifest.Check(cp); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -33,7 +34,7 @@ func pullInto(ctx context.Context, cp gpuwarden.Checkpoint, dir string, open ope
 	if _, err := os.Lstat(final); err == nil {
 		// An earlier pull that finished, or the checkpoint this box wrote
 		// itself: reuse it when it is the same and intact, never overwrite it.
-		if have, err := ReadManifest(final); err == nil && sameFiles(have, cp) && Verify(have) == nil {
+		if have, err := manifest.Read(final); err == nil && sameFiles(have, cp) && manifest.Verify(have) == nil {
 			return have, nil
 		}
 		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EConflict, "%s already exists and differs from the stored checkpoint", final).
@@ -60,7 +61,7 @@ func pullInto(ctx context.Context, cp gpuwarden.Checkpoint, dir string, open ope
 		}
 	}
 	cp.Path = tmp
-	if err := WriteManifest(cp); err != nil {
+	if err := manifest.Write(cp); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -70,7 +71,7 @@ func pullInto(ctx context.Context, cp gpuwarden.Checkpoint, dir string, open ope
 		return gpuwarden.Checkpoint{}, err
 	}
 	done = true
-	if err := syncDir(dir); err != nil {
+	if err := manifest.SyncDir(dir); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	cp.Path = final
@@ -87,12 +88,12 @@ func pullFile(ctx context.Context, f gpuwarden.ManifestFile, tmp string, open op
 	defer rc.Close()
 	h := sha256.New()
 	dst := filepath.Join(tmp, filepath.FromSlash(f.Path))
-	return writeFileAtomic(dst, io.TeeReader(ctxReader{ctx, rc}, h), func(n int64) error {
+	return manifest.WriteFileAtomic(dst, io.TeeReader(ctxReader{ctx, rc}, h), func(n int64) error {
 		if n != f.Size {
-			return sizeMismatch(f, n)
+			return manifest.SizeMismatch(f, n)
 		}
 		if hex.EncodeToString(h.Sum(nil)) != f.SHA256 {
-			return checksumMismatch(f.Path)
+			return manifest.ChecksumMismatch(f.Path)
 		}
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 	"github.com/minio/minio-go/v7"
 )
 
@@ -105,7 +106,7 @@ func (s *S3) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if cp.Path == "" {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint has no path on this box")
 	}
-	manifest, err := encodeManifest(cp)
+	data, err := manifest.Encode(cp)
 	if err != nil {
 		return err
 	}
@@ -131,8 +132,8 @@ func (s *S3) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 			s.Sent(f.Path, f.Size)
 		}
 	}
-	_, err = s.client.PutObject(ctx, s.Bucket, s.key(cp.Name, ManifestName), bytes.NewReader(manifest),
-		int64(len(manifest)), minio.PutObjectOptions{ContentType: "application/json"})
+	_, err = s.client.PutObject(ctx, s.Bucket, s.key(cp.Name, manifest.Name), bytes.NewReader(data),
+		int64(len(data)), minio.PutObjectOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("put manifest: %w", s3Error(s.Bucket, err))
 	}
@@ -147,7 +148,7 @@ func (s *S3) hideChanged(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if err != nil || sameFiles(old, cp) {
 		return nil
 	}
-	if err := s.client.RemoveObject(ctx, s.Bucket, s.key(cp.Name, ManifestName), minio.RemoveObjectOptions{}); err != nil {
+	if err := s.client.RemoveObject(ctx, s.Bucket, s.key(cp.Name, manifest.Name), minio.RemoveObjectOptions{}); err != nil {
 		return fmt.Errorf("remove old manifest: %w", s3Error(s.Bucket, err))
 	}
 	return nil
@@ -170,7 +171,7 @@ func (s *S3) holds(ctx context.Context, key string, f gpuwarden.ManifestFile) (b
 func (s *S3) upload(ctx context.Context, key, src string, f gpuwarden.ManifestFile) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fileError("open", src, err)
+		return manifest.FileError("open", src, err)
 	}
 	defer in.Close()
 	opts := minio.PutObjectOptions{
@@ -192,10 +193,10 @@ func (s *S3) upload(ctx context.Context, key, src string, f gpuwarden.ManifestFi
 			return fmt.Errorf("read %s: %w", src, err)
 		}
 		if n, _ := io.Copy(io.Discard, io.LimitReader(in, 1)); n != 0 {
-			return sizeMismatch(f, f.Size+n)
+			return manifest.SizeMismatch(f, f.Size+n)
 		}
 		if sum := sha256.Sum256(buf); hex.EncodeToString(sum[:]) != f.SHA256 {
-			return checksumMismatch(f.Path)
+			return manifest.ChecksumMismatch(f.Path)
 		}
 		if _, err := s.client.PutObject(ctx, s.Bucket, key, bytes.NewReader(buf), f.Size, opts); err != nil {
 			return fmt.Errorf("put %s: %w", key, s3Error(s.Bucket, err))
@@ -216,7 +217,7 @@ func (s *S3) upload(ctx context.Context, key, src string, f gpuwarden.ManifestFi
 			// The source changed after it was committed: the object now
 			// carries a sha256 its bytes do not have, so it must go.
 			s.remove(key)
-			return checksumMismatch(f.Path)
+			return manifest.ChecksumMismatch(f.Path)
 		}
 	}
 	// Read back what the server stored: a short object with the right
@@ -267,7 +268,7 @@ func (s *S3) partSizeFor(size int64) uint64 {
 
 // manifest reads and checks NAME/manifest.json; a missing one is ENotFound.
 func (s *S3) manifest(ctx context.Context, name string) (gpuwarden.Checkpoint, error) {
-	obj, err := s.client.GetObject(ctx, s.Bucket, s.key(name, ManifestName), minio.GetObjectOptions{})
+	obj, err := s.client.GetObject(ctx, s.Bucket, s.key(name, manifest.Name), minio.GetObjectOptions{})
 	if err == nil {
 		defer obj.Close()
 		var data []byte
@@ -275,7 +276,7 @@ func (s *S3) manifest(ctx context.Context, name string) (gpuwarden.Checkpoint, e
 		// not one of ours.
 		data, err = io.ReadAll(io.LimitReader(obj, 1<<28))
 		if err == nil {
-			return decodeManifest(data, name)
+			return manifest.Decode(data, name)
 		}
 	}
 	if s3Code(err) == minio.NoSuchKey {
@@ -295,7 +296,7 @@ func (s *S3) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 			return nil, fmt.Errorf("list %s: %w", s.Where(), s3Error(s.Bucket, obj.Err))
 		}
 		name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, s.base()), "/")
-		if !ok || checkName(name) != nil {
+		if !ok || manifest.CheckName(name) != nil {
 			continue
 		}
 		cp, err := s.manifest(ctx, name)
@@ -323,7 +324,7 @@ func (s *S3) Pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoint, 
 }
 
 func (s *S3) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoint, error) {
-	if err := checkName(name); err != nil {
+	if err := manifest.CheckName(name); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	cp, err := s.manifest(ctx, name)
@@ -374,10 +375,10 @@ func (s *S3) Delete(ctx context.Context, name string) error {
 }
 
 func (s *S3) delete(ctx context.Context, name string) error {
-	if err := checkName(name); err != nil {
+	if err := manifest.CheckName(name); err != nil {
 		return err
 	}
-	if err := s.client.RemoveObject(ctx, s.Bucket, s.key(name, ManifestName), minio.RemoveObjectOptions{}); err != nil && s3Code(err) != minio.NoSuchKey {
+	if err := s.client.RemoveObject(ctx, s.Bucket, s.key(name, manifest.Name), minio.RemoveObjectOptions{}); err != nil && s3Code(err) != minio.NoSuchKey {
 		return s3Error(s.Bucket, err)
 	}
 	// The listing is taken whole before removing anything, so that removals

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
@@ -240,7 +241,7 @@ func TestS3Multipart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cp.Path, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := Manifest(cp.Path)
+	cp, err := manifest.Build(cp.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 )
 
 // harness is one store under test plus the back doors a test needs to
@@ -57,7 +58,7 @@ func newCheckpoint(t *testing.T, name string, files map[string]string) gpuwarden
 		t.Fatal(err)
 	}
 	writeTree(t, dir, files)
-	cp, err := Manifest(dir)
+	cp, err := manifest.Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +148,12 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 		sameTree(t, cp, pulled.Path)
 		noLeftovers(t, dir)
 		// The pulled directory is a committed checkpoint in its own right.
-		onDisk, err := ReadManifest(pulled.Path)
+		onDisk, err := manifest.Read(pulled.Path)
 		if err != nil {
-			t.Fatalf("ReadManifest of the pull: %v", err)
+			t.Fatalf("manifest.Read of the pull: %v", err)
 		}
-		if err := Verify(onDisk); err != nil {
-			t.Errorf("Verify of the pull: %v", err)
+		if err := manifest.Verify(onDisk); err != nil {
+			t.Errorf("manifest.Verify of the pull: %v", err)
 		}
 		// Pulling again into the same place reuses the intact copy.
 		if _, err := h.store.Pull(ctx, cp.Name, dir); err != nil {
@@ -185,7 +186,7 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 		}
 		sent.take()
 		writeTree(t, cp.Path, map[string]string{"optim.pt": "adam state, later"})
-		cp2, err := Manifest(cp.Path)
+		cp2, err := manifest.Build(cp.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +300,7 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 				t.Fatal(err)
 			}
 		}
-		h.put(t, "c-a", ManifestName, []byte(`{"name": "c-a", "files": [`))
+		h.put(t, "c-a", manifest.Name, []byte(`{"name": "c-a", "files": [`))
 		list, err := h.store.List(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -1,12 +1,8 @@
 package supervise
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 )
 
 // Names of the checkpoint layout under a checkpoint directory.
@@ -28,11 +25,8 @@ const (
 	CommittedDir = "committed"
 	// MarkerName is the file a job creates inside a checkpoint to say it is complete.
 	MarkerName = ".complete"
-	// ManifestName is the manifest a commit writes inside the checkpoint.
-	ManifestName = "manifest.json"
 
 	lockName    = ".lock"
-	manifestTmp = ".manifest.json.tmp"
 	trashPrefix = ".trash-"
 )
 
@@ -106,12 +100,12 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 	for _, f := range files {
 		cp.Bytes += f.Size
 	}
-	if err := writeManifest(dir, cp); err != nil {
+	if err := manifest.WriteTo(dir, cp); err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 	// Deepest first, so every entry is durable before the rename publishes it.
 	for i := len(subdirs) - 1; i >= 0; i-- {
-		if err := syncDir(subdirs[i]); err != nil {
+		if err := manifest.SyncDir(subdirs[i]); err != nil {
 			return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 		}
 	}
@@ -126,18 +120,18 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 		}
 		return gpuwarden.Checkpoint{}, e
 	}
-	if err := syncDir(committed); err != nil {
+	if err := manifest.SyncDir(committed); err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 	// The old entry's removal is durable too, so a crash cannot resurrect a
 	// second copy under incoming/ that the watcher would commit again.
-	_ = syncDir(filepath.Dir(dir))
+	_ = manifest.SyncDir(filepath.Dir(dir))
 	// The marker goes only now: removed before the rename, a crash would
 	// leave an unmarked directory that looks like a partial write. Left
 	// behind by a crash, it is harmless, since validation ignores files
 	// outside the manifest.
 	if err := os.Remove(filepath.Join(target, MarkerName)); err == nil {
-		_ = syncDir(target)
+		_ = manifest.SyncDir(target)
 	}
 	return cp, nil
 }
@@ -146,44 +140,13 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 // the manifest, returning them sorted by path, and lists its directories
 // (the root first) for fsync.
 func hashTree(dir string, cache *hashCache) ([]gpuwarden.ManifestFile, []string, error) {
-	var files []gpuwarden.ManifestFile
-	var dirs []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, path)
-			return nil
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if rel == MarkerName || rel == ManifestName || rel == manifestTmp {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			// A symlink would let the manifest vouch for bytes outside the checkpoint.
-			return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is not a regular file (%s): write plain files", rel, d.Type())
-		}
-		size, sum, err := hashFile(path, cache, true)
-		if err != nil {
-			return err
-		}
-		files = append(files, gpuwarden.ManifestFile{Path: rel, Size: size, SHA256: sum})
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, dirs, nil
+	return manifest.Walk(dir,
+		func(rel string) bool { return rel == MarkerName },
+		func(path string) (int64, string, error) { return hashFile(path, cache, true) })
 }
 
-// hashFile returns a file's size and sha256; with sync it also fsyncs the
-// file, because the manifest must never name data that is not on disk.
+// hashFile returns a file's size and sha256 through the cache; with sync it
+// also fsyncs the file and hashes it afresh.
 func hashFile(path string, cache *hashCache, sync bool) (int64, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -200,61 +163,14 @@ func hashFile(path string, cache *hashCache, sync bool) (int64, string, error) {
 			return info.Size(), sum, nil
 		}
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	n, sum, err := manifest.Sum(f, path, sync)
 	if err != nil {
-		return 0, "", fmt.Errorf("hash %s: %w", path, err)
+		return 0, "", err
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return 0, "", fmt.Errorf("fsync %s: %w", path, err)
-		}
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	if keyed && n == info.Size() {
 		cache.put(key, sum)
 	}
 	return n, sum, nil
-}
-
-func writeManifest(dir string, cp gpuwarden.Checkpoint) error {
-	data, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
-		return err
-	}
-	data = append(data, '\n')
-	tmp := filepath.Join(dir, manifestTmp)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, ManifestName)); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // lockRoot takes an exclusive flock on root/.lock, because commits can come
@@ -340,23 +256,20 @@ func validate(path string, cache *hashCache) (gpuwarden.Checkpoint, error) {
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("validate checkpoint: %w", err)
 	}
-	data, err := os.ReadFile(filepath.Join(abs, ManifestName))
+	data, err := os.ReadFile(filepath.Join(abs, manifest.Name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return gpuwarden.Checkpoint{}, errors.New("no manifest.json: the commit never finished")
 	}
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("read manifest: %w", err)
 	}
-	var cp gpuwarden.Checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
+	// Decode also refuses paths that would leave the checkpoint directory.
+	cp, err := manifest.Decode(data, filepath.Base(abs))
+	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest.json unreadable: %w", err)
 	}
 	for _, f := range cp.Files {
-		rel := filepath.FromSlash(f.Path)
-		if !filepath.IsLocal(rel) {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("manifest names %q outside the checkpoint", f.Path)
-		}
-		p := filepath.Join(abs, rel)
+		p := filepath.Join(abs, filepath.FromSlash(f.Path))
 		info, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is missing", f.Path)
@@ -536,7 +449,7 @@ func removeCheckpoint(root, name string) error {
 	if err := os.Rename(filepath.Join(dir, name), trash); err != nil {
 		return err
 	}
-	_ = syncDir(dir)
+	_ = manifest.SyncDir(dir)
 	return os.RemoveAll(trash)
 }
 

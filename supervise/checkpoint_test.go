@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/manifest"
 )
 
 // writeCheckpoint writes a checkpoint directory under root/incoming with
@@ -91,7 +92,7 @@ func TestCommitWritesManifestAndRenamesAtomically(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("incoming directory still there after the commit: %v", err)
 	}
-	data, err := os.ReadFile(filepath.Join(wantPath, ManifestName))
+	data, err := os.ReadFile(filepath.Join(wantPath, manifest.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestCommitWritesManifestAndRenamesAtomically(t *testing.T) {
 	if !reflect.DeepEqual(onDisk.Files, wantFiles) || onDisk.Name != cp.Name || onDisk.Step != 120 {
 		t.Errorf("manifest on disk = %+v", onDisk)
 	}
-	for _, gone := range []string{manifestTmp, MarkerName} {
+	for _, gone := range []string{manifest.TempPrefix, MarkerName} {
 		if _, err := os.Stat(filepath.Join(wantPath, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left in the committed checkpoint", gone)
 		}
@@ -199,19 +200,19 @@ func TestTornCheckpointIsNeverChosen(t *testing.T) {
 			}
 		}, "missing"},
 		{"no manifest", func(t *testing.T, cp gpuwarden.Checkpoint) {
-			if err := os.Remove(filepath.Join(cp.Path, ManifestName)); err != nil {
+			if err := os.Remove(filepath.Join(cp.Path, manifest.Name)); err != nil {
 				t.Fatal(err)
 			}
 		}, "no manifest"},
 		{"garbled manifest", func(t *testing.T, cp gpuwarden.Checkpoint) {
-			if err := os.WriteFile(filepath.Join(cp.Path, ManifestName), []byte("{\"files\": ["), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(cp.Path, manifest.Name), []byte("{\"files\": ["), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, "unreadable"},
 		{"manifest escapes", func(t *testing.T, cp gpuwarden.Checkpoint) {
 			cp.Files = append(cp.Files, gpuwarden.ManifestFile{Path: "../../etc/passwd"})
 			b, _ := json.Marshal(cp)
-			if err := os.WriteFile(filepath.Join(cp.Path, ManifestName), b, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(cp.Path, manifest.Name), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, "outside"},

@@ -1,4 +1,4 @@
-package objstore
+package manifest
 
 import (
 	"os"
@@ -65,7 +65,7 @@ func TestManifest(t *testing.T) {
 				"optim.pt":        "hello",
 				"model/shard-1":   "",
 				"model/shard-0":   "hello",
-				ManifestName:      `{"stale":true}`,
+				Name:              `{"stale":true}`,
 				"model/" + ".tmp": "hello",
 			},
 			wantFiles: []gpuwarden.ManifestFile{
@@ -83,7 +83,7 @@ func TestManifest(t *testing.T) {
 		},
 		{
 			name:      "nested manifest.json is data",
-			files:     map[string]string{"sub/" + ManifestName: "hello"},
+			files:     map[string]string{"sub/" + Name: "hello"},
 			wantFiles: []gpuwarden.ManifestFile{{Path: "sub/manifest.json", Size: 5, SHA256: helloSHA}},
 			wantBytes: 5,
 		},
@@ -95,7 +95,7 @@ func TestManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeTree(t, dir, tt.files)
-			cp, err := Manifest(dir)
+			cp, err := Build(dir)
 			if err != nil {
 				t.Fatalf("Manifest: %v", err)
 			}
@@ -134,9 +134,9 @@ func TestManifestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Manifest(tt.dir)
+			_, err := Build(tt.dir)
 			if got := gpuwarden.ErrorCodeOf(err); got != tt.code {
-				t.Errorf("Manifest(%s) = %v (code %q), want code %q", tt.dir, err, got, tt.code)
+				t.Errorf("Build(%s) = %v (code %q), want code %q", tt.dir, err, got, tt.code)
 			}
 		})
 	}
@@ -196,7 +196,7 @@ func TestVerify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "c1")
 			writeTree(t, dir, map[string]string{"w/a.bin": "hello", "b.bin": "hello"})
-			cp, err := Manifest(dir)
+			cp, err := Build(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,35 +215,35 @@ func TestVerify(t *testing.T) {
 func TestManifestFileRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "c-step-3")
 	writeTree(t, dir, map[string]string{"a": "hello"})
-	cp, err := Manifest(dir)
+	cp, err := Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteManifest(cp); err != nil {
+	if err := Write(cp); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadManifest(dir)
+	got, err := Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Path != dir || got.Name != cp.Name || !got.Committed.Equal(cp.Committed) || !reflect.DeepEqual(got.Files, cp.Files) {
-		t.Errorf("ReadManifest = %+v, want %+v", got, cp)
+		t.Errorf("Read = %+v, want %+v", got, cp)
 	}
 	// Committing again must not list the manifest itself.
-	again, err := Manifest(dir)
+	again, err := Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(again.Files) != 1 {
-		t.Errorf("Manifest after WriteManifest lists %d files, want 1", len(again.Files))
+		t.Errorf("Manifest after Write lists %d files, want 1", len(again.Files))
 	}
 	// A manifest moved under another name is not trusted.
 	other := filepath.Join(t.TempDir(), "other")
 	if err := os.Rename(dir, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadManifest(other); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
-		t.Errorf("ReadManifest of a renamed checkpoint = %v, want invalid", err)
+	if _, err := Read(other); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+		t.Errorf("Read of a renamed checkpoint = %v, want invalid", err)
 	}
 }
 
@@ -260,18 +260,43 @@ func TestCheckManifest(t *testing.T) {
 		{"slash in name", gpuwarden.Checkpoint{Name: "a/b"}, false},
 		{"absolute path", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "/etc/passwd", SHA256: helloSHA}}}, false},
 		{"unclean path", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a/../b", SHA256: helloSHA}}}, false},
-		{"manifest as file", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: ManifestName, SHA256: helloSHA}}}, false},
+		{"manifest as file", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: Name, SHA256: helloSHA}}}, false},
 		{"duplicate", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{good, good}}, false},
 		{"bad hash", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a", SHA256: "abc"}}}, false},
 		{"negative size", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a", Size: -1, SHA256: helloSHA}}}, false},
 	}
 	for _, tt := range tests {
-		err := checkManifest(tt.cp)
+		err := Check(tt.cp)
 		if (err == nil) != tt.ok {
-			t.Errorf("%s: checkManifest = %v, want ok=%v", tt.name, err, tt.ok)
+			t.Errorf("%s: Check = %v, want ok=%v", tt.name, err, tt.ok)
 		}
 		if err != nil && gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
 			t.Errorf("%s: code %q, want invalid", tt.name, gpuwarden.ErrorCodeOf(err))
 		}
+	}
+}
+
+func TestWalkSkipsManifestTempAndSkipped(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"a":                 "hello",
+		Name:                "{}",
+		TempPrefix + "-123": "{}",
+		"sub/" + TempPrefix: "hello",
+		".complete":         "",
+	})
+	files, dirs, err := Walk(dir, func(rel string) bool { return rel == ".complete" }, HashFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []gpuwarden.ManifestFile{
+		{Path: "a", Size: 5, SHA256: helloSHA},
+		{Path: "sub/" + TempPrefix, Size: 5, SHA256: helloSHA},
+	}
+	if !reflect.DeepEqual(files, want) {
+		t.Errorf("Walk = %+v, want %+v", files, want)
+	}
+	if len(dirs) != 2 || dirs[0] != dir {
+		t.Errorf("dirs = %v, want %s first and sub", dirs, dir)
 	}
 }

@@ -1,4 +1,8 @@
-package objstore
+// Package manifest owns the on-disk checkpoint manifest format: manifest.json
+// inside a checkpoint directory holds its gpuwarden.Checkpoint as JSON (files
+// with size and sha256, the step parsed from the directory name). objstore and
+// supervise both read, write, hash and verify checkpoints through it.
+package manifest
 
 import (
 	"bytes"
@@ -22,9 +26,13 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// ManifestName is the file, inside a checkpoint directory, that holds its
-// manifest; stores write it last so that its presence means "complete".
-const ManifestName = "manifest.json"
+// Name is the file, inside a checkpoint directory, that holds its manifest;
+// it is written last so that its presence means "complete".
+const Name = "manifest.json"
+
+// TempPrefix starts the name of the temp file Write renames onto Name; a
+// crash can leave one behind, and hashing leaves it out.
+const TempPrefix = "." + Name + ".tmp"
 
 // stepPattern finds the progress number in names like "000003-step-000120".
 var stepPattern = regexp.MustCompile(`(?i)(?:^|[^a-z])step[-_.]?([0-9]+)`)
@@ -43,17 +51,17 @@ func StepOf(name string) int64 {
 	return n
 }
 
-// Manifest hashes every regular file under dir (paths relative to dir,
+// Build hashes every regular file under dir (paths relative to dir,
 // slash-separated, sorted, manifest.json left out) and returns the checkpoint
 // the supervisor commits, named after the directory and stamped now.
-func Manifest(dir string) (gpuwarden.Checkpoint, error) {
+func Build(dir string) (gpuwarden.Checkpoint, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest %s: %w", dir, err)
 	}
 	info, err := os.Stat(abs)
 	if err != nil {
-		return gpuwarden.Checkpoint{}, fileError("manifest", abs, err)
+		return gpuwarden.Checkpoint{}, FileError("manifest", abs, err)
 	}
 	if !info.IsDir() {
 		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "manifest: %s is not a directory", abs)
@@ -66,40 +74,60 @@ func Manifest(dir string) (gpuwarden.Checkpoint, error) {
 		Committed: time.Now().UTC(),
 		Files:     []gpuwarden.ManifestFile{},
 	}
-	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+	files, _, err := Walk(abs, nil, HashFile)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest %s: %w", abs, err)
+	}
+	if files != nil {
+		cp.Files = files
+	}
+	for _, f := range files {
+		cp.Bytes += f.Size
+	}
+	return cp, nil
+}
+
+// Walk hashes every regular file under dir with hash and returns them sorted
+// by slash-separated relative path, leaving out the top-level manifest and
+// any temp file of Write, and those skip (when set) names. It also lists
+// dir's directories, dir first, for a caller that fsyncs them. Anything but
+// a regular file or a directory is an error: a symlink would let the manifest
+// vouch for bytes outside the checkpoint, and cannot be copied faithfully.
+func Walk(dir string, skip func(rel string) bool, hash func(path string) (int64, string, error)) ([]gpuwarden.ManifestFile, []string, error) {
+	var files []gpuwarden.ManifestFile
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
+			dirs = append(dirs, p)
 			return nil
 		}
-		rel, err := filepath.Rel(abs, p)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if rel == ManifestName {
+		if rel == Name || (strings.HasPrefix(rel, TempPrefix) && !strings.Contains(rel, "/")) || (skip != nil && skip(rel)) {
 			return nil
 		}
-		// A symlink or device cannot be copied faithfully to a bucket, and
-		// following a link could pull in files from outside the checkpoint.
 		if !d.Type().IsRegular() {
-			return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is not a regular file", rel).
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is not a regular file (%s)", rel, d.Type()).
 				WithHint("checkpoints may hold only regular files; copy the target instead of linking it")
 		}
-		size, sum, err := hashFile(p)
+		size, sum, err := hash(p)
 		if err != nil {
 			return err
 		}
-		cp.Files = append(cp.Files, gpuwarden.ManifestFile{Path: rel, Size: size, SHA256: sum})
-		cp.Bytes += size
+		files = append(files, gpuwarden.ManifestFile{Path: rel, Size: size, SHA256: sum})
 		return nil
 	})
 	if err != nil {
-		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest %s: %w", abs, err)
+		return nil, nil, err
 	}
-	sort.Slice(cp.Files, func(i, j int) bool { return cp.Files[i].Path < cp.Files[j].Path })
-	return cp, nil
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, dirs, nil
 }
 
 // Verify re-hashes the files of cp under cp.Path against its manifest, so the
@@ -109,32 +137,32 @@ func Verify(cp gpuwarden.Checkpoint) error {
 	if cp.Path == "" {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "verify %s: checkpoint has no path on this box", cp.Name)
 	}
-	if err := checkManifest(cp); err != nil {
+	if err := Check(cp); err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	for _, f := range cp.Files {
-		size, sum, err := hashFile(filepath.Join(cp.Path, filepath.FromSlash(f.Path)))
+		size, sum, err := HashFile(filepath.Join(cp.Path, filepath.FromSlash(f.Path)))
 		if err != nil {
-			return fmt.Errorf("verify %s: %w", cp.Name, fileError("read", f.Path, err))
+			return fmt.Errorf("verify %s: %w", cp.Name, FileError("read", f.Path, err))
 		}
 		if size != f.Size {
-			return fmt.Errorf("verify %s: %w", cp.Name, sizeMismatch(f, size))
+			return fmt.Errorf("verify %s: %w", cp.Name, SizeMismatch(f, size))
 		}
 		if sum != f.SHA256 {
-			return fmt.Errorf("verify %s: %w", cp.Name, checksumMismatch(f.Path))
+			return fmt.Errorf("verify %s: %w", cp.Name, ChecksumMismatch(f.Path))
 		}
 	}
 	return nil
 }
 
-// ReadManifest loads dir/manifest.json and sets Path to dir, because a
+// Read loads dir/manifest.json and sets Path to dir, because a
 // manifest never records where it lives: the directory may have moved.
-func ReadManifest(dir string) (gpuwarden.Checkpoint, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+func Read(dir string) (gpuwarden.Checkpoint, error) {
+	data, err := os.ReadFile(filepath.Join(dir, Name))
 	if err != nil {
-		return gpuwarden.Checkpoint{}, fileError("read manifest", dir, err)
+		return gpuwarden.Checkpoint{}, FileError("read manifest", dir, err)
 	}
-	cp, err := decodeManifest(data, filepath.Base(dir))
+	cp, err := Decode(data, filepath.Base(dir))
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("read manifest %s: %w", dir, err)
 	}
@@ -142,26 +170,31 @@ func ReadManifest(dir string) (gpuwarden.Checkpoint, error) {
 	return cp, nil
 }
 
-// WriteManifest writes cp's manifest into cp.Path atomically (temp file,
-// fsync, rename), so a crash never leaves a half-written manifest that would
-// mark a checkpoint as complete.
-func WriteManifest(cp gpuwarden.Checkpoint) error {
+// Write writes cp's manifest into cp.Path atomically (temp file, fsync,
+// rename, directory fsync), so a crash never leaves a half-written manifest
+// that would mark a checkpoint as complete.
+func Write(cp gpuwarden.Checkpoint) error {
 	if cp.Path == "" {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "write manifest %s: checkpoint has no path", cp.Name)
 	}
-	data, err := encodeManifest(cp)
+	return WriteTo(cp.Path, cp)
+}
+
+// WriteTo is Write into dir, for a checkpoint not yet at cp.Path.
+func WriteTo(dir string, cp gpuwarden.Checkpoint) error {
+	data, err := Encode(cp)
 	if err != nil {
 		return fmt.Errorf("write manifest %s: %w", cp.Name, err)
 	}
-	if err := writeFileAtomic(filepath.Join(cp.Path, ManifestName), bytes.NewReader(data), nil); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, Name), bytes.NewReader(data), nil); err != nil {
 		return fmt.Errorf("write manifest %s: %w", cp.Name, err)
 	}
 	return nil
 }
 
-// encodeManifest renders cp as stored: without Path, which is local to a box.
-func encodeManifest(cp gpuwarden.Checkpoint) ([]byte, error) {
-	if err := checkManifest(cp); err != nil {
+// Encode renders cp as stored: without Path, which is local to a box.
+func Encode(cp gpuwarden.Checkpoint) ([]byte, error) {
+	if err := Check(cp); err != nil {
 		return nil, err
 	}
 	cp.Path = ""
@@ -172,10 +205,10 @@ func encodeManifest(cp gpuwarden.Checkpoint) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// decodeManifest parses a stored manifest and refuses one that does not
+// Decode parses a stored manifest and refuses one that does not
 // belong under name or whose paths could escape the checkpoint directory,
 // since a bucket is shared and its contents are not ours to trust.
-func decodeManifest(data []byte, name string) (gpuwarden.Checkpoint, error) {
+func Decode(data []byte, name string) (gpuwarden.Checkpoint, error) {
 	var cp gpuwarden.Checkpoint
 	if err := json.Unmarshal(data, &cp); err != nil {
 		return cp, gpuwarden.Errorf(gpuwarden.EInvalid, "manifest of %s is not valid JSON: %v", name, err)
@@ -183,23 +216,23 @@ func decodeManifest(data []byte, name string) (gpuwarden.Checkpoint, error) {
 	if cp.Name != name {
 		return cp, gpuwarden.Errorf(gpuwarden.EInvalid, "manifest under %s names checkpoint %q", name, cp.Name)
 	}
-	if err := checkManifest(cp); err != nil {
+	if err := Check(cp); err != nil {
 		return cp, err
 	}
 	cp.Path = ""
 	return cp, nil
 }
 
-// checkManifest rejects names and file paths that are not plain relative
+// Check rejects names and file paths that are not plain relative
 // paths, and duplicate entries, before they are joined onto a directory or
 // a key prefix.
-func checkManifest(cp gpuwarden.Checkpoint) error {
-	if err := checkName(cp.Name); err != nil {
+func Check(cp gpuwarden.Checkpoint) error {
+	if err := CheckName(cp.Name); err != nil {
 		return err
 	}
 	seen := make(map[string]bool, len(cp.Files))
 	for _, f := range cp.Files {
-		if err := checkFilePath(f.Path); err != nil {
+		if err := CheckFilePath(f.Path); err != nil {
 			return fmt.Errorf("checkpoint %s: %w", cp.Name, err)
 		}
 		if seen[f.Path] {
@@ -216,9 +249,9 @@ func checkManifest(cp gpuwarden.Checkpoint) error {
 	return nil
 }
 
-// checkName accepts only a single path element, because the name becomes a
+// CheckName accepts only a single path element, because the name becomes a
 // directory and a key segment.
-func checkName(name string) error {
+func CheckName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "invalid checkpoint name %q", name).
 			WithHint("a checkpoint name is one directory name, without slashes")
@@ -226,56 +259,68 @@ func checkName(name string) error {
 	return nil
 }
 
-// checkFilePath accepts clean, relative, slash-separated paths only.
-func checkFilePath(p string) error {
-	if p == "" || p == ManifestName || path.IsAbs(p) || path.Clean(p) != p ||
+// CheckFilePath accepts clean, relative, slash-separated paths only.
+func CheckFilePath(p string) error {
+	if p == "" || p == Name || path.IsAbs(p) || path.Clean(p) != p ||
 		p == ".." || strings.HasPrefix(p, "../") || strings.ContainsAny(p, "\\\x00") {
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "invalid file path %q in manifest", p)
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "invalid file path %q in manifest: absolute, unclean or outside the checkpoint", p)
 	}
 	return nil
 }
 
-// hashFile returns the size and hex sha256 of the file at p.
-func hashFile(p string) (int64, string, error) {
+// HashFile returns the size and hex sha256 of the file at p.
+func HashFile(p string) (int64, string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
+	return Sum(f, p, false)
+}
+
+// Sum reads f (opened from path p) to its end and returns the bytes read and
+// their hex sha256; with sync it also fsyncs f, because a manifest must never
+// name data that is not on disk.
+func Sum(f *os.File, p string, sync bool) (int64, string, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
 		return 0, "", fmt.Errorf("hash %s: %w", p, err)
 	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return 0, "", fmt.Errorf("fsync %s: %w", p, err)
+		}
+	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// checksumMismatch is the error every store and Verify return for a file
+// ChecksumMismatch is the error every store and Verify return for a file
 // whose bytes differ from its manifest entry.
-func checksumMismatch(file string) error {
+func ChecksumMismatch(file string) error {
 	return gpuwarden.Errorf(gpuwarden.EInvalid, "checksum mismatch in %s", file).
 		WithHint("the copy is damaged; use an older checkpoint or push this one again from a good copy")
 }
 
-// sizeMismatch reports a file whose length differs from its manifest entry.
-func sizeMismatch(f gpuwarden.ManifestFile, got int64) error {
+// SizeMismatch reports a file whose length differs from its manifest entry.
+func SizeMismatch(f gpuwarden.ManifestFile, got int64) error {
 	return gpuwarden.Errorf(gpuwarden.EInvalid, "size mismatch in %s: %d bytes, manifest says %d", f.Path, got, f.Size).
 		WithHint("the copy is truncated or damaged; use an older checkpoint or push this one again from a good copy")
 }
 
-// fileError gives a missing file the not-found code the CLI maps to exit 2.
-func fileError(op, p string, err error) error {
+// FileError gives a missing file the not-found code the CLI maps to exit 2.
+func FileError(op, p string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return &gpuwarden.Error{Code: gpuwarden.ENotFound, Message: fmt.Sprintf("%s %s", op, p), Err: err}
 	}
 	return fmt.Errorf("%s %s: %w", op, p, err)
 }
 
-// writeFileAtomic writes r to dst through a temp file in the same directory,
+// WriteFileAtomic writes r to dst through a temp file in the same directory,
 // fsyncs it, renames it into place and fsyncs the directory, so dst is
 // either the old content or the whole new content after a crash. check, when
 // set, runs after the copy and before the rename and can veto it.
-func writeFileAtomic(dst string, r io.Reader, check func(written int64) error) error {
+func WriteFileAtomic(dst string, r io.Reader, check func(written int64) error) error {
 	dir := filepath.Dir(dst)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -313,12 +358,12 @@ func writeFileAtomic(dst string, r io.Reader, check func(written int64) error) e
 		return err
 	}
 	done = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes a rename durable; file systems that cannot sync a directory
+// SyncDir makes a rename durable; file systems that cannot sync a directory
 // (some network mounts) say so with EINVAL or ENOTSUP, which is not a failure.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
