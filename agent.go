@@ -53,6 +53,10 @@ type Event struct {
 	// restarts. Empty means always new.
 	Key  string            `json:"key,omitempty"`
 	Data map[string]string `json:"data,omitempty"`
+	// Seq is the ledger's number for a recorded event, increasing in the
+	// order events were recorded; zero before recording. The agent ships
+	// events to the server by it, and the server drops a replayed one.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Ledger stores what an agent measured and did, so that a restart keeps its
@@ -71,6 +75,9 @@ type Ledger interface {
 	RecordEvent(ctx context.Context, e Event) (bool, error)
 	// Events returns the newest events first, at most limit.
 	Events(ctx context.Context, limit int) ([]Event, error)
+	// EventsAfter returns the events recorded after sequence number seq,
+	// oldest first, at most limit: what the agent has yet to ship.
+	EventsAfter(ctx context.Context, seq int64, limit int) ([]Event, error)
 	// State and SetState keep small named values: the idle clock, the month's spend.
 	State(ctx context.Context, key string) (string, bool, error)
 	SetState(ctx context.Context, key, value string) error

@@ -17,6 +17,9 @@ const (
 	ENotFound ErrorCode = "not_found"
 	// EUnauthorized is a missing or wrong token.
 	EUnauthorized ErrorCode = "unauthorized"
+	// EForbidden is a valid token asking for what its project or role
+	// does not allow.
+	EForbidden ErrorCode = "forbidden"
 	// EConflict is a write that clashes with existing state.
 	EConflict ErrorCode = "conflict"
 	// EFinding is a result the user must act on: nothing fits, drift, FAIL (exit 1).

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	nethttp "net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -57,10 +55,7 @@ type Server struct {
 	metrics nethttp.Handler
 	routes  map[string]nethttp.HandlerFunc
 
-	mu      sync.Mutex
-	started bool
-	done    chan struct{}
-	err     error
+	life lifecycle
 }
 
 // NewServer builds a server over the agent's status and history; a nil
@@ -96,12 +91,8 @@ func (s *Server) Handler() nethttp.Handler { return nethttp.HandlerFunc(s.serveH
 // 404 and 405 answers that ServeMux would write as plain text.
 func (s *Server) serveHTTP(w nethttp.ResponseWriter, r *nethttp.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", contentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if !s.hostAllowed(r.Host) {
+	securityHeaders(h, contentSecurityPolicy)
+	if !hostAllowed(r.Host, s.AllowedHosts) {
 		writeJSONError(w, nethttp.StatusMisdirectedRequest, gpuwarden.Errorf(gpuwarden.EUnauthorized,
 			"host %q is not served here", r.Host).WithHint("use 127.0.0.1 or localhost, or add the name to the server's allowed hosts"))
 		return
@@ -119,9 +110,19 @@ func (s *Server) serveHTTP(w nethttp.ResponseWriter, r *nethttp.Request) {
 	route(w, r)
 }
 
+// securityHeaders are on every answer: no sniffing, no framing, no
+// referrer, and the content security policy given.
+func securityHeaders(h nethttp.Header, csp string) {
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
 // hostAllowed refuses Host names a DNS-rebinding page would send; IP
 // literals and localhost cannot be rebound, so they always pass.
-func (s *Server) hostAllowed(hostport string) bool {
+func hostAllowed(hostport string, allowed []string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -134,7 +135,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
-	for _, a := range s.AllowedHosts {
+	for _, a := range allowed {
 		if a == "*" || strings.EqualFold(a, host) {
 			return true
 		}
@@ -216,6 +217,8 @@ func statusOf(c gpuwarden.ErrorCode) int {
 		return nethttp.StatusNotFound
 	case gpuwarden.EUnauthorized:
 		return nethttp.StatusUnauthorized
+	case gpuwarden.EForbidden:
+		return nethttp.StatusForbidden
 	case gpuwarden.EConflict:
 		return nethttp.StatusConflict
 	case gpuwarden.EFinding:
@@ -251,75 +254,10 @@ func writeJSONError(w nethttp.ResponseWriter, status int, err error) {
 // shuts down within ShutdownTimeout; it returns the address it listens on,
 // so that callers passing port 0 learn the port. Wait reports how it ended.
 func (s *Server) Serve(ctx context.Context, addr string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started {
-		return "", errors.New("serve: server already started")
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("serve: listen on %s: %w", addr, err)
-	}
-	srv := &nethttp.Server{
-		Handler: s.Handler(),
-		// Slow-client limits: a loopback browser or scraper needs none of
-		// these to be long, and a stuck client must not hold a goroutine.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      60 * time.Second, // 30 days of history is tens of MB
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		// Requests must not see ctx's cancellation, or shutting down would
-		// cut in-flight answers instead of letting them finish.
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	s.started = true
-	s.done = make(chan struct{})
-	actual := ln.Addr().String()
-	s.log.Info("serving", "addr", actual)
-	go s.run(ctx, srv, ln, actual)
-	return actual, nil
-}
-
-// run serves until ctx ends or serving fails, and records how it ended.
-func (s *Server) run(ctx context.Context, srv *nethttp.Server, ln net.Listener, addr string) {
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	var err error
-	select {
-	case e := <-errc:
-		err = fmt.Errorf("serve on %s: %w", addr, e)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-		if e := srv.Shutdown(sctx); e != nil {
-			_ = srv.Close()
-			err = fmt.Errorf("shut down %s: %w", addr, e)
-			s.log.Warn("shutdown cut in-flight requests", "addr", addr, "error", e)
-		}
-		cancel()
-		<-errc // Serve returns ErrServerClosed as soon as Shutdown begins
-		s.log.Info("stopped", "addr", addr)
-	}
-	s.mu.Lock()
-	s.err = err
-	s.mu.Unlock()
-	close(s.done)
+	return s.life.serve(ctx, addr, s.Handler(), nil, s.log)
 }
 
 // Wait blocks until a server started with Serve has stopped and returns
 // why: nil after a clean shutdown, an error when serving failed or when
 // requests had to be cut off. It returns nil at once if Serve never ran.
-func (s *Server) Wait() error {
-	s.mu.Lock()
-	done := s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	<-done
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+func (s *Server) Wait() error { return s.life.wait() }

@@ -48,9 +48,117 @@ func testEventDedup(t *testing.T, s *store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []gpuwarden.Event{steps[6].event, info, info, alert}; !reflect.DeepEqual(got, want) {
+	// Newest first, and here also the latest recorded first: each Seq below
+	// the one before it.
+	for i := range got {
+		if got[i].Seq <= 0 || i > 0 && got[i].Seq >= got[i-1].Seq {
+			t.Errorf("Events Seq = %v, want positive and decreasing", seqs(got))
+			break
+		}
+	}
+	if want := []gpuwarden.Event{steps[6].event, info, info, alert}; !reflect.DeepEqual(withoutSeq(got), want) {
 		t.Errorf("Events =\n%+v\nwant\n%+v", got, want)
 	}
+}
+
+// seqs are the sequence numbers of events.
+func seqs(events []gpuwarden.Event) []int64 {
+	var out []int64
+	for _, e := range events {
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+// withoutSeq is events with Seq cleared, for comparing with events as
+// recorded: the numbers are the ledger's to choose, and PostgreSQL skips
+// the ones a refused duplicate drew.
+func withoutSeq(events []gpuwarden.Event) []gpuwarden.Event {
+	out := append([]gpuwarden.Event(nil), events...)
+	for i := range out {
+		out[i].Seq = 0
+	}
+	return out
+}
+
+func testEventsAfter(t *testing.T, s *store) {
+	ctx := context.Background()
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	// Recorded out of time order, with a refused duplicate in the middle,
+	// and the last after a restart: EventsAfter follows recording.
+	steps := []struct {
+		reopen bool
+		event  gpuwarden.Event
+	}{
+		{false, gpuwarden.Event{Time: at.Add(2 * time.Second), Kind: "k", Message: "a", Key: "once"}},
+		{false, gpuwarden.Event{Time: at, Kind: "k", Message: "b"}},
+		{false, gpuwarden.Event{Time: at, Kind: "k", Message: "refused", Key: "once"}},
+		{false, gpuwarden.Event{Time: at.Add(time.Second), Kind: "k", Message: "c", Data: map[string]string{"x": "1"}}},
+		{true, gpuwarden.Event{Time: at.Add(-time.Hour), Kind: "k", Message: "d"}},
+	}
+	for _, st := range steps {
+		if st.reopen {
+			s.restart()
+		}
+		if _, err := s.l.RecordEvent(ctx, st.event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := s.l.EventsAfter(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []gpuwarden.Event{steps[0].event, steps[1].event, steps[3].event, steps[4].event}
+	if !reflect.DeepEqual(withoutSeq(all), want) {
+		t.Fatalf("EventsAfter(0) =\n%+v\nwant\n%+v", all, want)
+	}
+	for i := range all {
+		if all[i].Seq <= 0 || i > 0 && all[i].Seq <= all[i-1].Seq {
+			t.Fatalf("EventsAfter(0) Seq = %v, want positive and increasing", seqs(all))
+		}
+	}
+	// Events and EventsAfter number an event alike.
+	newest, err := s.l.Events(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(newest) != 1 || newest[0].Seq != all[0].Seq {
+		t.Errorf("Events(1) = %+v, want the event with Seq %d (the newest by time)", newest, all[0].Seq)
+	}
+	tests := []struct {
+		name  string
+		after int64
+		limit int
+		want  []gpuwarden.Event
+	}{
+		{"limit", 0, 2, all[:2]},
+		{"after the first", all[0].Seq, 100, all[1:]},
+		{"after the second, limited", all[1].Seq, 1, all[2:3]},
+		{"after a gap", all[1].Seq + 1, 100, eventsAbove(all, all[1].Seq+1)},
+		{"after the last", all[3].Seq, 100, nil},
+		{"zero limit", 0, 0, nil},
+		{"negative limit", 0, -1, nil},
+	}
+	for _, tt := range tests {
+		got, err := s.l.EventsAfter(ctx, tt.after, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: EventsAfter(%d, %d) =\n%+v\nwant\n%+v", tt.name, tt.after, tt.limit, got, tt.want)
+		}
+	}
+}
+
+// eventsAbove are the events whose Seq is above seq.
+func eventsAbove(events []gpuwarden.Event, seq int64) []gpuwarden.Event {
+	var out []gpuwarden.Event
+	for _, e := range events {
+		if e.Seq > seq {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func testEventsOrder(t *testing.T, s *store) {

@@ -32,6 +32,7 @@ func Run(t *testing.T, open Opener) {
 		{"CompactPrunesAfter30Days", testPrune},
 		{"EventDedupAcrossReopen", testEventDedup},
 		{"EventsLimitAndOrder", testEventsOrder},
+		{"EventsAfterFollowRecording", testEventsAfter},
 		{"StateSurvivesReopen", testState},
 		{"ConcurrentWriters", testConcurrent},
 	}

@@ -44,8 +44,23 @@ func (l *Ledger) Events(ctx context.Context, limit int) ([]gpuwarden.Event, erro
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := l.pool.Query(ctx, `SELECT time_ms, kind, severity, message, dedup_key, data
+	return l.queryEvents(ctx, `SELECT id, time_ms, kind, severity, message, dedup_key, data
 FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, int64(limit))
+}
+
+// EventsAfter returns at most limit events recorded after sequence number
+// seq, oldest first: the identity column grows with every insert, so it
+// orders recording.
+func (l *Ledger) EventsAfter(ctx context.Context, seq int64, limit int) ([]gpuwarden.Event, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return l.queryEvents(ctx, `SELECT id, time_ms, kind, severity, message, dedup_key, data
+FROM events WHERE id > $1 ORDER BY id LIMIT $2`, seq, int64(limit))
+}
+
+func (l *Ledger) queryEvents(ctx context.Context, query string, args ...any) ([]gpuwarden.Event, error) {
+	rows, err := l.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, l.wrap("read events", err)
 	}
@@ -57,7 +72,7 @@ FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, int64(limit))
 			e         gpuwarden.Event
 			key, data *string
 		)
-		if err := rows.Scan(&ms, &e.Kind, &e.Severity, &e.Message, &key, &data); err != nil {
+		if err := rows.Scan(&e.Seq, &ms, &e.Kind, &e.Severity, &e.Message, &key, &data); err != nil {
 			return nil, l.wrap("read events", err)
 		}
 		e.Time = time.UnixMilli(ms).UTC()

@@ -40,33 +40,44 @@ var _ gpuwarden.Ledger = (*Ledger)(nil)
 // Open connects to the database at dsn (a PostgreSQL URL or key=value
 // string) and brings its schema up to date.
 func Open(ctx context.Context, dsn string) (*Ledger, error) {
+	pool, name, err := connect(ctx, "open ledger", dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{pool: pool, name: name}, nil
+}
+
+// connect opens a pool on dsn for op ("open ledger") and brings the schema
+// up to date: the agent ledger and the fleet ledger share one migration
+// sequence. It returns the pool and the name errors use for the database.
+func connect(ctx context.Context, op, dsn string) (*pgxpool.Pool, string, error) {
 	if dsn == "" {
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "open ledger: no database address")
+		return nil, "", gpuwarden.Errorf(gpuwarden.EInvalid, "%s: no database address", op)
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// The parse error may quote the DSN, password included; say only what kind it is.
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "open ledger: the database address does not parse")
+		return nil, "", gpuwarden.Errorf(gpuwarden.EInvalid, "%s: the database address does not parse", op)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open ledger: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", op, err)
 	}
-	l := &Ledger{pool: pool, name: "postgres database " + cfg.ConnConfig.Database}
+	name := "postgres database " + cfg.ConnConfig.Database
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, l.wrap("open ledger", err)
+		return nil, "", fmt.Errorf("%s %s: %w", op, name, err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
 		var app *gpuwarden.Error
 		if errors.As(err, &app) {
-			app.Message = fmt.Sprintf("open ledger %s: %s", l.name, app.Message)
-			return nil, app
+			app.Message = fmt.Sprintf("%s %s: %s", op, name, app.Message)
+			return nil, "", app
 		}
-		return nil, l.wrap("open ledger", err)
+		return nil, "", fmt.Errorf("%s %s: %w", op, name, err)
 	}
-	return l, nil
+	return pool, name, nil
 }
 
 // Close waits for the connections in use and closes them all; the ledger

@@ -25,3 +25,19 @@ func TestConformance(t *testing.T) {
 		return open(), open
 	})
 }
+
+// TestFleetConformance holds the SQLite fleet ledger to what every fleet
+// ledger must do; a reopen opens the same file.
+func TestFleetConformance(t *testing.T) {
+	ledgertest.RunFleet(t, func(t *testing.T) (gpuwarden.Fleet, func() gpuwarden.Fleet) {
+		path := filepath.Join(t.TempDir(), "fleet.db")
+		open := func() gpuwarden.Fleet {
+			f, err := sqlite.OpenFleet(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		return open(), open
+	})
+}

@@ -46,8 +46,22 @@ func (l *Ledger) Events(ctx context.Context, limit int) ([]gpuwarden.Event, erro
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT time_ms, kind, severity, message, dedup_key, data
+	return l.queryEvents(ctx, `SELECT id, time_ms, kind, severity, message, dedup_key, data
 FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, limit)
+}
+
+// EventsAfter returns at most limit events recorded after sequence number
+// seq, oldest first: ids grow with every insert, so they order recording.
+func (l *Ledger) EventsAfter(ctx context.Context, seq int64, limit int) ([]gpuwarden.Event, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	return l.queryEvents(ctx, `SELECT id, time_ms, kind, severity, message, dedup_key, data
+FROM events WHERE id > $1 ORDER BY id LIMIT $2`, seq, limit)
+}
+
+func (l *Ledger) queryEvents(ctx context.Context, query string, args ...any) ([]gpuwarden.Event, error) {
+	rows, err := l.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, l.wrap("read events", err)
 	}
@@ -59,7 +73,7 @@ FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, limit)
 			e         gpuwarden.Event
 			key, data sql.NullString
 		)
-		if err := rows.Scan(&ms, &e.Kind, &e.Severity, &e.Message, &key, &data); err != nil {
+		if err := rows.Scan(&e.Seq, &ms, &e.Kind, &e.Severity, &e.Message, &key, &data); err != nil {
 			return nil, l.wrap("read events", err)
 		}
 		e.Time = time.UnixMilli(ms).UTC()

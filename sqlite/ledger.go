@@ -57,19 +57,40 @@ var _ gpuwarden.Ledger = (*Ledger)(nil)
 // Open opens the ledger at path, creating the file and its directory (0700)
 // when missing, and brings its schema up to date.
 func Open(ctx context.Context, path string) (*Ledger, error) {
+	db, abs, err := openDB(ctx, "open ledger", path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{db: db, path: abs}
+	p := preparer{ctx: ctx, db: db}
+	l.insertHost = p.prepare(ledgerrow.UpsertSQL("host_samples", []string{"time_ms"}, ledgerrow.HostCols))
+	l.insertGPU = p.prepare(ledgerrow.UpsertSQL("gpu_samples", []string{"time_ms", "gpu"}, ledgerrow.GPUCols))
+	l.insertEvent = p.prepare(insertEventSQL)
+	if p.err != nil {
+		_ = l.Close()
+		return nil, l.wrap("open ledger", p.err)
+	}
+	return l, nil
+}
+
+// openDB opens the file at path for op ("open ledger"), creating it and its
+// directory (0700) when missing, and brings its schema up to date: the agent
+// ledger and the fleet ledger share one file format and one migration
+// sequence. It returns the database and the absolute path errors name.
+func openDB(ctx context.Context, op, path string) (*sql.DB, string, error) {
 	if path == "" {
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "open ledger: no path")
+		return nil, "", gpuwarden.Errorf(gpuwarden.EInvalid, "%s: no path", op)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		return nil, "", fmt.Errorf("%s %s: %w", op, path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
 	db, err := sql.Open("sqlite", dsn(abs))
 	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", abs, err)
+		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
 	// One connection: SQLite has one writer anyway, and one connection makes
 	// the pragmas above hold for every statement without a connection hook.
@@ -77,12 +98,40 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	l := &Ledger{db: db, path: abs}
-	if err := l.open(ctx); err != nil {
-		_ = l.Close()
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
+	}
+	if err := migrate(ctx, db); err != nil {
+		_ = db.Close()
+		var app *gpuwarden.Error
+		if errors.As(err, &app) {
+			app.Message = fmt.Sprintf("%s %s: %s", op, abs, app.Message)
+			return nil, "", app
+		}
+		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
+	}
+	return db, abs, nil
+}
+
+// readers is how many read-only connections openReaders keeps: enough that
+// a slow dashboard query leaves others a connection, few enough that a
+// two-core server is not swamped.
+const readers = 4
+
+// openReaders opens a pool of read-only connections to the file at abs, which
+// openDB has already created and migrated. query_only makes a write through
+// them an error rather than a second writer contending for the lock.
+func openReaders(abs string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(abs)+"&_pragma=query_only(1)")
+	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	db.SetMaxOpenConns(readers)
+	db.SetMaxIdleConns(readers)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
 }
 
 // dsn is the modernc.org/sqlite URI for an absolute path; the path is
@@ -91,46 +140,40 @@ func dsn(abs string) string {
 	return "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + pragmas
 }
 
-func (l *Ledger) open(ctx context.Context) error {
-	if err := l.db.PingContext(ctx); err != nil {
-		return l.wrap("open ledger", err)
-	}
-	if err := migrate(ctx, l.db); err != nil {
-		var app *gpuwarden.Error
-		if errors.As(err, &app) {
-			app.Message = fmt.Sprintf("open ledger %s: %s", l.path, app.Message)
-			return app
-		}
-		return l.wrap("open ledger", err)
-	}
-	var err error
-	prepare := func(query string) *sql.Stmt {
-		if err != nil {
-			return nil
-		}
-		var s *sql.Stmt
-		s, err = l.db.PrepareContext(ctx, query)
-		return s
-	}
-	l.insertHost = prepare(ledgerrow.UpsertSQL("host_samples", []string{"time_ms"}, ledgerrow.HostCols))
-	l.insertGPU = prepare(ledgerrow.UpsertSQL("gpu_samples", []string{"time_ms", "gpu"}, ledgerrow.GPUCols))
-	l.insertEvent = prepare(insertEventSQL)
-	if err != nil {
-		return l.wrap("open ledger", err)
-	}
-	return nil
+// preparer prepares statements until the first error, which it keeps, so
+// that a ledger's statements read as a list.
+type preparer struct {
+	ctx context.Context
+	db  *sql.DB
+	err error
 }
 
-// Close releases the file; the ledger cannot be used afterwards.
-func (l *Ledger) Close() error {
+func (p *preparer) prepare(query string) *sql.Stmt {
+	if p.err != nil {
+		return nil
+	}
+	s, err := p.db.PrepareContext(p.ctx, query)
+	if err != nil {
+		p.err = fmt.Errorf("prepare %q: %w", strings.SplitN(query, "\n", 2)[0], err)
+	}
+	return s
+}
+
+// closeDB closes the statements that were prepared, then the database.
+func closeDB(db *sql.DB, stmts ...*sql.Stmt) error {
 	var errs []error
-	for _, s := range []*sql.Stmt{l.insertHost, l.insertGPU, l.insertEvent} {
+	for _, s := range stmts {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
 	}
-	errs = append(errs, l.db.Close())
-	if err := errors.Join(errs...); err != nil {
+	errs = append(errs, db.Close())
+	return errors.Join(errs...)
+}
+
+// Close releases the file; the ledger cannot be used afterwards.
+func (l *Ledger) Close() error {
+	if err := closeDB(l.db, l.insertHost, l.insertGPU, l.insertEvent); err != nil {
 		return l.wrap("close ledger", err)
 	}
 	return nil

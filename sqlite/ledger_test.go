@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -78,7 +79,12 @@ type migrationRow struct {
 
 func readMigrations(t *testing.T, l *Ledger) []migrationRow {
 	t.Helper()
-	rows, err := l.db.Query("SELECT version, name, applied_at FROM schema_migrations ORDER BY version")
+	return readMigrationsDB(t, l.db)
+}
+
+func readMigrationsDB(t *testing.T, db *sql.DB) []migrationRow {
+	t.Helper()
+	rows, err := db.Query("SELECT version, name, applied_at FROM schema_migrations ORDER BY version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +108,17 @@ func TestMigrationsAppliedOnce(t *testing.T) {
 	before := time.Now().UnixMilli()
 	l := openTest(t, path)
 	first := readMigrations(t, l)
-	if len(first) != 1 || first[0].Version != 1 || first[0].Name != "0001_init.sql" {
-		t.Fatalf("schema_migrations = %+v, want version 1, 0001_init.sql", first)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if at := first[0].AppliedAt; at < before || at > time.Now().UnixMilli() {
-		t.Errorf("applied_at = %d, want between %d and now", at, before)
+	if len(first) != len(ms) || first[0].Version != 1 || first[0].Name != "0001_init.sql" {
+		t.Fatalf("schema_migrations = %+v, want all %d, starting at version 1, 0001_init.sql", first, len(ms))
+	}
+	for _, m := range first {
+		if m.AppliedAt < before || m.AppliedAt > time.Now().UnixMilli() {
+			t.Errorf("%s: applied_at = %d, want between %d and now", m.Name, m.AppliedAt, before)
+		}
 	}
 	if err := l.SetState(context.Background(), "k", "v"); err != nil {
 		t.Fatal(err)
@@ -147,5 +159,51 @@ func TestMigrationFilesParse(t *testing.T) {
 		if m.version != i+1 {
 			t.Errorf("migration %s has version %d, want %d (no gaps)", m.name, m.version, i+1)
 		}
+	}
+}
+
+// TestFleetMigrationOnAgentLedger opens, as a fleet ledger, a file that an
+// earlier gpuwarden left at version 1 with an agent's data in it: the fleet
+// tables must be added and the agent's rows kept.
+func TestFleetMigrationOnAgentLedger(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_migrations (version BIGINT NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(ctx, db, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO state (name, value) VALUES ('idle.since', 'then')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := OpenFleet(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(readMigrationsDB(t, f.db)); got != len(ms) {
+		t.Errorf("schema_migrations has %d rows, want %d", got, len(ms))
+	}
+	if err := f.PutProject(ctx, gpuwarden.Project{Name: "p", Currency: "USD"}); err != nil {
+		t.Errorf("PutProject after the migration: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l := openTest(t, path)
+	if v, ok, err := l.State(ctx, "idle.since"); err != nil || !ok || v != "then" {
+		t.Errorf("State(idle.since) = %q, %v, %v; want the agent's value kept", v, ok, err)
 	}
 }

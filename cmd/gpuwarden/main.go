@@ -97,7 +97,7 @@ func (a *app) report(err error) int {
 	switch code {
 	case gpuwarden.EFinding:
 		return exitFinding
-	case gpuwarden.EInvalid, gpuwarden.ENotFound, gpuwarden.EConflict, gpuwarden.EUnauthorized:
+	case gpuwarden.EInvalid, gpuwarden.ENotFound, gpuwarden.EConflict, gpuwarden.EUnauthorized, gpuwarden.EForbidden:
 		return exitInvalid
 	case gpuwarden.EEnvironment:
 		return exitEnvironment
@@ -161,7 +161,8 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
-		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand())
+		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),
+		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand())
 	return root
 }
 

@@ -44,6 +44,7 @@ type upFlags struct {
 	webhookFormat             string
 	cloud                     cloudFlags
 	cats                      catalogFlags
+	fleet                     fleetUpFlags
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -69,7 +70,11 @@ ledger, and applies the policies:
             agent's socket (DATA_DIR/agent.sock)
   diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
 
-It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen. The
+It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
+With --server it also reports to a fleet server (gpuwarden server): it
+registers the box with its --label values, sends a heartbeat every
+--heartbeat and ships its events and minutes from the local ledger, which is
+the queue: nothing is lost while the server is away, and a replay is ignored. The
 PLAN file (default gpuwarden.yaml when present) supplies the budget, the box's
 rate and the idle window (on_hours.auto_shutdown_idle_minutes). Without an
 NVIDIA driver it runs on the CPU path and says so.
@@ -77,7 +82,9 @@ NVIDIA driver it runs on the CPU path and says so.
 ` + exitCodesHelp,
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
-  sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden`,
+  sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden
+  gpuwarden up --server https://fleet:8080 --token-file /etc/gpuwarden/agent.token \
+      --label owner=ana,provider=aws,region=eu-west-1,ttl=72h`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("log-level") {
@@ -109,6 +116,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.StringVar(&f.webhookFormat, "webhook-format", "slack", "webhook body: slack or json")
 	f.cloud.register(c, "cloud metadata to poll for notices")
 	f.cats.register(c)
+	f.fleet.register(c)
 	return c
 }
 
@@ -185,6 +193,16 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		// Let the server finish its graceful shutdown before the ledger closes.
 		defer func() { _ = srv.Wait() }()
 		log.Info("serving the dashboard and /metrics", "url", "http://"+addr+"/")
+	}
+	if f.fleet.server != "" {
+		shipper, err := a.shipper(ctx, f, cfg, gpus, ledger, ag, log)
+		if err != nil {
+			return err
+		}
+		shipped := make(chan struct{})
+		go func() { shipper.Run(ctx); close(shipped) }()
+		// The last heartbeat says "stopped" before the ledger closes.
+		defer func() { <-shipped }()
 	}
 	log.Info("agent up", "node", cfg.Node, "gpus", gpus != nil, "simulated", f.simulate != "",
 		"idle_window", cfg.Idle.Window, "dry_run", cfg.DryRun, "data_dir", f.dataDir)

@@ -33,7 +33,13 @@ type upProc struct {
 // metadata unless the test names one.
 func startUp(t *testing.T, dir string, args ...string) *upProc {
 	t.Helper()
-	full := append([]string{"up", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}, args...)
+	return startProc(t, dir, append([]string{"up", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0"}, args...)...)
+}
+
+// startProc starts the binary with args, collecting its log; the test's
+// end kills it.
+func startProc(t *testing.T, dir string, full ...string) *upProc {
+	t.Helper()
 	cmd := exec.Command(binary, full...)
 	cmd.Dir = dir
 	stderr, err := cmd.StderrPipe()

@@ -1,0 +1,324 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// Ledger state keys of the shipper's cursors: what the server has
+// acknowledged. The ledger itself is the durable queue — events and samples
+// are already there — so nothing is copied and nothing is lost while the
+// server is away; a replay after a lost answer is dropped by the server.
+const (
+	shipEventsKey  = "fleet.events.after"
+	shipMinutesKey = "fleet.minutes.next"
+)
+
+// Shipper limits: a batch stays well under the server's body limit.
+const (
+	shipBatchItems = 500
+	shipBatchBytes = 2 << 20
+	// MaxShippedEventData is what one event may carry to the server; a
+	// larger one (a burn-in report with a long telemetry trace) is sent
+	// with its data cut, rather than blocking the queue behind it.
+	MaxShippedEventData = 512 << 10
+)
+
+// Shipper reports the agent to a fleet server: it registers the node,
+// sends a heartbeat every HeartbeatEvery and ships the ledger's new events
+// and complete minutes every ShipEvery, retrying with backoff while the
+// server is away.
+type Shipper struct {
+	Uplink gpuwarden.Uplink
+	Ledger gpuwarden.Ledger
+	Node   gpuwarden.Node
+	// Status supplies the heartbeat's content.
+	Status         func() gpuwarden.AgentStatus
+	HeartbeatEvery time.Duration
+	ShipEvery      time.Duration
+	Now            func() time.Time
+	Log            *slog.Logger
+
+	registered bool
+	failures   int
+}
+
+// Run ships until ctx ends, then sends a last "stopped" heartbeat and what
+// is left, so that the server knows the box went away on purpose.
+func (s *Shipper) Run(ctx context.Context) {
+	if s.HeartbeatEvery <= 0 {
+		s.HeartbeatEvery = 15 * time.Second
+	}
+	if s.ShipEvery <= 0 {
+		s.ShipEvery = 10 * time.Second
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
+	}
+	var nextBeat, nextShip time.Time
+	for {
+		now := s.Now()
+		wait := time.Duration(0)
+		if err := s.step(ctx, now, &nextBeat, &nextShip); err != nil {
+			s.failures++
+			wait = backoff(s.failures)
+			s.Log.Warn("report to the fleet server", "err", err, "retry_in", wait)
+		} else {
+			s.failures = 0
+			wait = min(nextBeat.Sub(now), nextShip.Sub(now))
+		}
+		t := time.NewTimer(max(wait, 10*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			s.farewell()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Shipper) step(ctx context.Context, now time.Time, nextBeat, nextShip *time.Time) error {
+	if !s.registered {
+		n, err := s.Uplink.Register(ctx, s.Node)
+		if err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+		s.registered = true
+		s.Log.Info("registered with the fleet server", "node", n.ID, "project", n.Project)
+	}
+	if !now.Before(*nextBeat) {
+		if err := s.Uplink.Heartbeat(ctx, s.heartbeat(gpuwarden.NodeRunning)); err != nil {
+			if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
+				s.registered = false // the server lost the node: register again
+			}
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		*nextBeat = now.Add(s.HeartbeatEvery)
+	}
+	if !now.Before(*nextShip) {
+		if err := s.Ship(ctx, now); err != nil {
+			return err
+		}
+		*nextShip = now.Add(s.ShipEvery)
+	}
+	return nil
+}
+
+// farewell tells the server the agent stopped and ships the last events
+// (the stop itself), within a few seconds so that shutdown never hangs.
+func (s *Shipper) farewell() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !s.registered {
+		return
+	}
+	if err := s.Ship(ctx, s.Now()); err != nil {
+		s.Log.Warn("ship before stopping", "err", err)
+	}
+	if err := s.Uplink.Heartbeat(ctx, s.heartbeat(gpuwarden.NodeStopped)); err != nil {
+		s.Log.Warn("last heartbeat", "err", err)
+	}
+}
+
+func (s *Shipper) heartbeat(state string) gpuwarden.Heartbeat {
+	st := s.Status()
+	hb := gpuwarden.Heartbeat{Node: s.Node.ID, Time: s.Now().UTC(), State: state, IdleSince: st.Idle.Since,
+		Diagnosis: st.Diagnosis.Verdict}
+	if len(st.Last.GPUs) > 0 {
+		var sum float64
+		for _, g := range st.Last.GPUs {
+			sum += g.UtilPercent
+		}
+		hb.GPUUtil = clampPercent(sum / float64(len(st.Last.GPUs)))
+	}
+	return hb
+}
+
+// Ship sends every event and complete minute the server has not
+// acknowledged, in batches, advancing the cursors after each answer.
+func (s *Shipper) Ship(ctx context.Context, now time.Time) error {
+	if err := s.shipEvents(ctx); err != nil {
+		return err
+	}
+	return s.shipMinutes(ctx, now)
+}
+
+func (s *Shipper) shipEvents(ctx context.Context) error {
+	after, err := s.cursorInt(ctx, shipEventsKey)
+	if err != nil {
+		return err
+	}
+	for {
+		evs, err := s.Ledger.EventsAfter(ctx, after, shipBatchItems)
+		if err != nil {
+			return fmt.Errorf("read events to ship: %w", err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		evs = fitBatch(evs)
+		for {
+			err := s.send(ctx, gpuwarden.FleetBatch{Events: evs}, len(evs))
+			if err == nil {
+				break
+			}
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				return err
+			}
+			// The server refuses something in the batch: halve it to find
+			// the event, and skip that one alone so that the queue moves.
+			if len(evs) > 1 {
+				evs = evs[:len(evs)/2]
+				continue
+			}
+			s.Log.Error("the fleet server refuses an event; skipping it", "seq", evs[0].Seq, "kind", evs[0].Kind, "err", err)
+			break
+		}
+		after = evs[len(evs)-1].Seq
+		if err := s.Ledger.SetState(ctx, shipEventsKey, strconv.FormatInt(after, 10)); err != nil {
+			return fmt.Errorf("keep the events cursor: %w", err)
+		}
+	}
+}
+
+// fitBatch cuts oversized event data and keeps the batch under the byte
+// budget; it always keeps at least one event so that the queue moves.
+func fitBatch(evs []gpuwarden.Event) []gpuwarden.Event {
+	total := 0
+	for i := range evs {
+		size := 0
+		for k, v := range evs[i].Data {
+			size += len(k) + len(v)
+		}
+		if size > MaxShippedEventData {
+			data := map[string]string{"truncated": fmt.Sprintf("%d bytes of data were too large to ship", size)}
+			for k, v := range evs[i].Data {
+				if len(v) <= maxLabel {
+					data[k] = v
+				}
+			}
+			evs[i].Data, size = data, 0
+		}
+		total += size + len(evs[i].Message)
+		if total > shipBatchBytes && i > 0 {
+			return evs[:i]
+		}
+	}
+	return evs
+}
+
+// maxLabel is the longest data value kept when an event's data is cut.
+const maxLabel = 256
+
+func (s *Shipper) shipMinutes(ctx context.Context, now time.Time) error {
+	next := time.Time{}
+	if v, ok, err := s.Ledger.State(ctx, shipMinutesKey); err != nil {
+		return fmt.Errorf("read the minutes cursor: %w", err)
+	} else if ok {
+		if next, err = time.Parse(time.RFC3339, v); err != nil {
+			return fmt.Errorf("minutes cursor %q: %w", v, err)
+		}
+	}
+	samples, err := s.Ledger.Samples(ctx, next)
+	if err != nil {
+		return fmt.Errorf("read samples to ship: %w", err)
+	}
+	minutes := Minutes(samples, now.Truncate(time.Minute))
+	for len(minutes) > 0 {
+		n := min(len(minutes), shipBatchItems)
+		if err := s.send(ctx, gpuwarden.FleetBatch{Minutes: minutes[:n]}, n); err != nil {
+			return err
+		}
+		next = minutes[n-1].Minute.Add(time.Minute)
+		if err := s.Ledger.SetState(ctx, shipMinutesKey, next.UTC().Format(time.RFC3339)); err != nil {
+			return fmt.Errorf("keep the minutes cursor: %w", err)
+		}
+		minutes = minutes[n:]
+	}
+	return nil
+}
+
+func (s *Shipper) send(ctx context.Context, b gpuwarden.FleetBatch, n int) error {
+	res, err := s.Uplink.Ship(ctx, s.Node.ID, b)
+	if err != nil {
+		if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
+			s.registered = false
+		}
+		return fmt.Errorf("ship %d items: %w", n, err)
+	}
+	s.Log.Debug("shipped", "minutes", res.Minutes, "events", res.Events, "duplicates", res.Duplicates)
+	return nil
+}
+
+func (s *Shipper) cursorInt(ctx context.Context, key string) (int64, error) {
+	v, ok, err := s.Ledger.State(ctx, key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cursor %s=%q: %w", key, v, err)
+	}
+	return n, nil
+}
+
+// Minutes averages samples into whole minutes before end, oldest first: a
+// minute with a sample is a minute the box was up. Memory is the share of
+// VRAM in use, the figure that tells an oversized card.
+func Minutes(samples []gpuwarden.NodeSample, end time.Time) []gpuwarden.NodeMinute {
+	var out []gpuwarden.NodeMinute
+	var cur *gpuwarden.NodeMinute
+	for _, s := range samples {
+		m := s.Time.UTC().Truncate(time.Minute)
+		if !m.Before(end) {
+			break
+		}
+		if cur == nil || !cur.Minute.Equal(m) {
+			finishMinute(cur)
+			out = append(out, gpuwarden.NodeMinute{Minute: m})
+			cur = &out[len(out)-1]
+		}
+		cur.Samples++
+		cur.CPUPercent += s.Host.CPUPercent
+		for len(cur.GPUUtil) < len(s.GPUs) {
+			cur.GPUUtil = append(cur.GPUUtil, 0)
+			cur.GPUMemPercent = append(cur.GPUMemPercent, 0)
+		}
+		for i, g := range s.GPUs {
+			cur.GPUUtil[i] += g.UtilPercent
+			if g.MemTotalBytes > 0 {
+				cur.GPUMemPercent[i] += 100 * float64(g.MemUsedBytes) / float64(g.MemTotalBytes)
+			}
+		}
+	}
+	finishMinute(cur)
+	return out
+}
+
+func finishMinute(m *gpuwarden.NodeMinute) {
+	if m == nil || m.Samples == 0 {
+		return
+	}
+	n := float64(m.Samples)
+	m.CPUPercent = clampPercent(m.CPUPercent / n)
+	for i := range m.GPUUtil {
+		m.GPUUtil[i] = clampPercent(m.GPUUtil[i] / n)
+		m.GPUMemPercent[i] = clampPercent(m.GPUMemPercent[i] / n)
+	}
+}
+
+func clampPercent(v float64) float64 { return min(100, max(0, v)) }
+
+func backoff(failures int) time.Duration {
+	d := time.Second << min(failures-1, 6)
+	return min(d, time.Minute)
+}

@@ -1,0 +1,510 @@
+package http
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	nethttp "net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// Field limits of what an agent sends: generous for real boxes, small
+// enough that no request can make a row enormous.
+const (
+	maxLabelLen  = 256
+	maxExtra     = 32
+	maxGPUs      = 64
+	maxMessage   = 4096
+	maxEventData = 64 << 10
+	// clockSkew is how far in the future an agent's minute may lie.
+	clockSkew = 5 * time.Minute
+)
+
+func (s *FleetServer) register(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	if !sc.canWriteNodes() {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "a %s token cannot register nodes", sc.Role).WithHint("use an agent token")
+	}
+	var n gpuwarden.Node
+	if err := decode(r, &n); err != nil {
+		return err
+	}
+	if n.Project == "" || sc.Project != gpuwarden.AllProjects {
+		if n.Project != "" && n.Project != sc.Project {
+			return forbidden(n.Project)
+		}
+		n.Project = sc.Project
+	}
+	if err := validNode(n); err != nil {
+		return err
+	}
+	n.TokenID = sc.ID
+	n.Registered = s.now().UTC()
+	stored, err := s.store.RegisterNode(r.Context(), n)
+	if err != nil {
+		return err
+	}
+	s.nodes.remember(stored)
+	s.log.Info("node registered", "node", stored.ID, "project", stored.Project, "host", stored.Hostname)
+	return writeJSON(w, nethttp.StatusOK, stored)
+}
+
+func validNode(n gpuwarden.Node) error {
+	if !nodeIDPattern.MatchString(n.ID) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "node id %q: use 1 to 128 letters, digits, '.', '_', ':' or '-'", n.ID)
+	}
+	if err := ValidProject(n.Project, false); err != nil {
+		return err
+	}
+	l := n.Labels
+	for name, v := range map[string]string{"hostname": n.Hostname, "owner": l.Owner, "provider": l.Provider,
+		"region": l.Region, "instance_type": l.InstanceType, "agent_version": n.AgentVersion, "currency": string(l.Currency)} {
+		if len(v) > maxLabelLen {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is longer than %d bytes", name, maxLabelLen)
+		}
+	}
+	if l.HourlyPrice < 0 || l.TTLSeconds < 0 {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "hourly_price and ttl_seconds cannot be negative")
+	}
+	if len(l.Extra) > maxExtra {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "more than %d extra labels", maxExtra)
+	}
+	for k, v := range l.Extra {
+		if len(k) > maxLabelLen || len(v) > maxLabelLen {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "extra label %.40q is longer than %d bytes", k, maxLabelLen)
+		}
+	}
+	if len(n.GPUs) > maxGPUs {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "more than %d GPUs", maxGPUs)
+	}
+	return nil
+}
+
+// writableNode checks that the token may write the node: its own agent
+// token, or an admin of its project.
+func (s *FleetServer) writableNode(ctx context.Context, sc scope, id string) error {
+	if !sc.canWriteNodes() {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "a %s token cannot write nodes", sc.Role)
+	}
+	o, err := s.nodes.owner(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !sc.canRead(o.project):
+		return forbidden(o.project)
+	case sc.Role == gpuwarden.RoleAgent && o.tokenID != sc.ID:
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "node %s belongs to another agent token", id).
+			WithHint("an agent writes only the nodes it registered; revoke the old token to hand the node over")
+	}
+	return nil
+}
+
+func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	var hb gpuwarden.Heartbeat
+	if err := decode(r, &hb); err != nil {
+		return err
+	}
+	switch hb.State {
+	case gpuwarden.NodeRunning, gpuwarden.NodeStopping, gpuwarden.NodeStopped:
+	default:
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "state %q is not running, stopping or stopped", hb.State)
+	}
+	if !finite(hb.GPUUtil) || hb.GPUUtil < 0 || hb.GPUUtil > 100 || len(hb.Diagnosis) > maxLabelLen {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "gpu_util must be 0–100 and diagnosis at most %d bytes", maxLabelLen)
+	}
+	if err := s.writableNode(r.Context(), sc, hb.Node); err != nil {
+		return err
+	}
+	if err := s.beats.write(r.Context(), hb); err != nil {
+		return err
+	}
+	w.WriteHeader(nethttp.StatusNoContent)
+	return nil
+}
+
+func (s *FleetServer) batch(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	id := r.PathValue("id")
+	if err := s.writableNode(r.Context(), sc, id); err != nil {
+		return err
+	}
+	var b gpuwarden.FleetBatch
+	if err := decode(r, &b); err != nil {
+		return err
+	}
+	if err := validBatch(b, s.now()); err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := s.store.Ingest(r.Context(), id, b)
+	if err != nil {
+		return err
+	}
+	s.metrics.ingest.Observe(time.Since(start).Seconds())
+	return writeJSON(w, nethttp.StatusOK, res)
+}
+
+func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
+	if len(b.Minutes)+len(b.Events) > maxBatchItems {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "a batch holds at most %d minutes and events", maxBatchItems).WithHint("send smaller batches")
+	}
+	for i, m := range b.Minutes {
+		switch {
+		case m.Minute.IsZero() || !m.Minute.Equal(m.Minute.Truncate(time.Minute)):
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is not on a minute", i, m.Minute.Format(time.RFC3339Nano))
+		case m.Minute.After(now.Add(clockSkew)):
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is in the future", i, m.Minute.Format(time.RFC3339)).
+				WithHint("check the agent's clock")
+		case m.Samples < 1 || len(m.GPUUtil) > maxGPUs || len(m.GPUMemPercent) > maxGPUs:
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: needs at least one sample and at most %d GPUs", i, maxGPUs)
+		case !percent(m.CPUPercent) || !allPercent(m.GPUUtil) || !allPercent(m.GPUMemPercent):
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: percentages must be 0–100", i)
+		}
+	}
+	for i, e := range b.Events {
+		data := 0
+		for k, v := range e.Data {
+			data += len(k) + len(v)
+		}
+		switch {
+		case e.Seq <= 0:
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: seq must be positive", i)
+		case e.Time.IsZero() || e.Kind == "" || len(e.Kind) > maxLabelLen || len(e.Key) > maxLabelLen || len(e.Severity) > maxLabelLen:
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: needs a time and a kind of at most %d bytes", i, maxLabelLen)
+		case len(e.Message) > maxMessage || data > maxEventData:
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: message or data too long", i)
+		}
+	}
+	return nil
+}
+
+func finite(f float64) bool  { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+func percent(f float64) bool { return finite(f) && f >= 0 && f <= 100 }
+func allPercent(fs []float64) bool {
+	for _, f := range fs {
+		if !percent(f) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *FleetServer) listNodes(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	p, err := sc.project(r.URL.Query().Get("project"))
+	if err != nil {
+		return err
+	}
+	nodes, err := s.store.Nodes(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if nodes == nil {
+		nodes = []gpuwarden.Node{}
+	}
+	return writeJSON(w, nethttp.StatusOK, nodes)
+}
+
+func (s *FleetServer) getNode(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	n, err := s.store.Node(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if !sc.canRead(n.Project) {
+		// Not found rather than forbidden: another project's node IDs are
+		// not this token's business.
+		return gpuwarden.Errorf(gpuwarden.ENotFound, "no node %s", r.PathValue("id"))
+	}
+	return writeJSON(w, nethttp.StatusOK, n)
+}
+
+func (s *FleetServer) listEvents(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	qv := r.URL.Query()
+	p, err := sc.project(qv.Get("project"))
+	if err != nil {
+		return err
+	}
+	q := gpuwarden.EventQuery{Project: p, Node: qv.Get("node"), Limit: 100}
+	if v := qv.Get("kind"); v != "" {
+		q.Kinds = strings.Split(v, ",")
+	}
+	if v := qv.Get("since"); v != "" {
+		if q.Since, err = time.Parse(time.RFC3339, v); err != nil {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "since %q is not an RFC 3339 time", v)
+		}
+	}
+	if v := qv.Get("limit"); v != "" {
+		if q.Limit, err = strconv.Atoi(v); err != nil || q.Limit < 1 || q.Limit > 10000 {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "limit %q: use 1 to 10000", v)
+		}
+	}
+	evs, err := s.store.Events(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []gpuwarden.NodeEvent{}
+	}
+	return writeJSON(w, nethttp.StatusOK, evs)
+}
+
+func (s *FleetServer) listProjects(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	all, err := s.store.Projects(r.Context())
+	if err != nil {
+		return err
+	}
+	out := []gpuwarden.Project{}
+	for _, p := range all {
+		if sc.canRead(p.Name) {
+			out = append(out, p)
+		}
+	}
+	return writeJSON(w, nethttp.StatusOK, out)
+}
+
+func (s *FleetServer) putProject(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	name := r.PathValue("name")
+	if err := ValidProject(name, false); err != nil {
+		return err
+	}
+	if !sc.canAdmin(name) {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "only an admin of project %q may set its budget", name)
+	}
+	var p gpuwarden.Project
+	if err := decode(r, &p); err != nil {
+		return err
+	}
+	if p.Budget < 0 || len(p.Currency) != 3 || strings.ToUpper(string(p.Currency)) != string(p.Currency) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "budget must be ≥ 0 and currency an ISO 4217 code such as EUR")
+	}
+	p.Name, p.Created = name, s.now().UTC()
+	if err := s.store.PutProject(r.Context(), p); err != nil {
+		return err
+	}
+	return writeJSON(w, nethttp.StatusOK, p)
+}
+
+func (s *FleetServer) listTokens(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	p, err := sc.project(r.URL.Query().Get("project"))
+	if err != nil {
+		return err
+	}
+	if !sc.canAdmin(p) {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "only an admin may list tokens")
+	}
+	ts, err := s.store.Tokens(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []gpuwarden.Token{}
+	}
+	return writeJSON(w, nethttp.StatusOK, ts)
+}
+
+// CreatedToken is the answer to a token creation: the record and, this
+// once, the secret.
+type CreatedToken struct {
+	gpuwarden.Token
+	Secret string `json:"secret"`
+}
+
+func (s *FleetServer) createToken(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	var req struct {
+		Project, Role, Name string
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Project == "" {
+		req.Project = sc.Project
+	}
+	if !sc.canAdmin(req.Project) {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "only an admin of project %q may create its tokens", req.Project)
+	}
+	if len(req.Name) > maxLabelLen {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "name is longer than %d bytes", maxLabelLen)
+	}
+	t, secret, err := NewToken(req.Project, req.Role, req.Name, s.now())
+	if err != nil {
+		return err
+	}
+	if err := s.store.CreateToken(r.Context(), t); err != nil {
+		return err
+	}
+	s.log.Info("token created", "id", t.ID, "project", t.Project, "role", t.Role, "by", sc.ID)
+	return writeJSON(w, nethttp.StatusCreated, CreatedToken{Token: t, Secret: secret})
+}
+
+func (s *FleetServer) revokeToken(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
+	id := r.PathValue("id")
+	t, err := s.store.Token(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !sc.canAdmin(t.Project) {
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "only an admin of project %q may revoke its tokens", t.Project)
+	}
+	if err := s.store.RevokeToken(r.Context(), id, s.now().UTC()); err != nil {
+		return err
+	}
+	s.auth.forget(id)
+	s.log.Info("token revoked", "id", id, "by", sc.ID)
+	w.WriteHeader(nethttp.StatusNoContent)
+	return nil
+}
+
+// nodeOwners caches which project and token each node belongs to, so that
+// a heartbeat's permission check costs no database read. Ownership changes
+// only through RegisterNode on this server, which refreshes the entry.
+type nodeOwners struct {
+	store gpuwarden.Fleet
+	mu    sync.Mutex
+	m     map[string]nodeOwner
+}
+
+type nodeOwner struct{ project, tokenID string }
+
+func (o *nodeOwners) remember(n gpuwarden.Node) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]nodeOwner{}
+	}
+	o.m[n.ID] = nodeOwner{project: n.Project, tokenID: n.TokenID}
+}
+
+func (o *nodeOwners) owner(ctx context.Context, id string) (nodeOwner, error) {
+	o.mu.Lock()
+	v, ok := o.m[id]
+	o.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	n, err := o.store.Node(ctx, id)
+	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
+		return nodeOwner{}, gpuwarden.Errorf(gpuwarden.ENotFound, "node %s is not registered", id).WithHint("POST /api/v1/register first")
+	}
+	if err != nil {
+		return nodeOwner{}, err
+	}
+	o.remember(n)
+	return nodeOwner{project: n.Project, tokenID: n.TokenID}, nil
+}
+
+// beatWriter commits heartbeats in groups: while one transaction runs, the
+// heartbeats that arrive queue up and go into the next one together, so
+// that a thousand agents cost a few commits a second, and each request is
+// answered only after its heartbeat is committed.
+type beatWriter struct {
+	store   gpuwarden.Fleet
+	now     func() time.Time
+	in      chan beatRequest
+	log     *slog.Logger
+	observe func(n int)
+}
+
+type beatRequest struct {
+	hb   gpuwarden.Heartbeat
+	done chan error
+}
+
+func (b *beatWriter) write(ctx context.Context, hb gpuwarden.Heartbeat) error {
+	req := beatRequest{hb: hb, done: make(chan error, 1)}
+	select {
+	case b.in <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *beatWriter) run(ctx context.Context) {
+	batch := make([]beatRequest, 0, maxHeartbeatBatch)
+	hbs := make([]gpuwarden.Heartbeat, 0, maxHeartbeatBatch)
+	for {
+		batch, hbs = batch[:0], hbs[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-b.in:
+			batch = append(batch, req)
+		}
+	drain:
+		for len(batch) < maxHeartbeatBatch {
+			select {
+			case req := <-b.in:
+				batch = append(batch, req)
+			default:
+				break drain
+			}
+		}
+		for _, req := range batch {
+			hbs = append(hbs, req.hb)
+		}
+		// The commit outlives a cancelled request: other requests share it.
+		err := b.store.RecordHeartbeats(context.WithoutCancel(ctx), b.now().UTC(), hbs)
+		if err != nil {
+			b.log.Error("store heartbeats", "n", len(hbs), "err", err)
+		} else if b.observe != nil {
+			b.observe(len(hbs))
+		}
+		for _, req := range batch {
+			req.done <- err
+		}
+	}
+}
+
+// rateLimiter is a token bucket per API token: enough for any agent and
+// dashboard, and a runaway script cannot starve the others.
+type rateLimiter struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// allow takes one request from the bucket of key, or says how long to wait.
+func (l *rateLimiter) allow(key string, rate, burst float64) (time.Duration, bool) {
+	if rate <= 0 {
+		return 0, true
+	}
+	if burst < 1 {
+		burst = 1
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buckets == nil {
+		l.buckets = map[string]*bucket{}
+	}
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{tokens: burst, last: now}
+		l.buckets[key] = b
+	}
+	if d := now.Sub(b.last).Seconds(); d > 0 {
+		b.tokens = math.Min(burst, b.tokens+d*rate)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / rate * float64(time.Second)), false
+}

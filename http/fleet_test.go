@@ -1,0 +1,463 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	nethttp "net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+)
+
+// fleetFixture is a real fleet server on loopback over a real SQLite file.
+type fleetFixture struct {
+	t     testing.TB
+	srv   *FleetServer
+	store gpuwarden.Fleet
+	base  string
+	dir   string
+	now   time.Time
+	mu    sync.Mutex
+}
+
+func newFleetFixture(t testing.TB, tune func(*FleetServer)) *fleetFixture {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := sqlite.OpenFleet(context.Background(), filepath.Join(dir, "server.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fleetFixture{t: t, store: store, dir: dir, now: fixtureNow}
+	f.srv = NewFleetServer(store, nil)
+	f.srv.Now = f.clock
+	if tune != nil {
+		tune(f.srv)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, err := f.srv.Serve(ctx, "127.0.0.1:0", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.base = "http://" + addr
+	t.Cleanup(func() {
+		cancel()
+		_ = f.srv.Wait()
+		_ = store.Close()
+	})
+	return f
+}
+
+func (f *fleetFixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fleetFixture) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// token creates a token straight in the ledger and returns its secret.
+func (f *fleetFixture) token(project, role string) string {
+	f.t.Helper()
+	tk, secret, err := NewToken(project, role, "test", f.clock())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.store.CreateToken(context.Background(), tk); err != nil {
+		f.t.Fatal(err)
+	}
+	return secret
+}
+
+// call sends one request and returns the status and body.
+func (f *fleetFixture) call(method, path, token string, body any) (int, []byte, nethttp.Header) {
+	f.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		r = bytes.NewReader(raw)
+	}
+	req, err := nethttp.NewRequest(method, f.base+path, r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := nethttp.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header
+}
+
+func (f *fleetFixture) register(token string, n gpuwarden.Node) {
+	f.t.Helper()
+	if code, body, _ := f.call("POST", "/api/v1/register", token, n); code != 200 {
+		f.t.Fatalf("register %s: %d %s", n.ID, code, body)
+	}
+}
+
+func node(id, owner string) gpuwarden.Node {
+	return gpuwarden.Node{ID: id, Hostname: id + ".example", Labels: gpuwarden.NodeLabels{Owner: owner, Provider: "aws",
+		Region: "eu-west-1", HourlyPrice: 3_500_000, Currency: "EUR"}, GPUs: []gpuwarden.GPU{{Index: 0, Model: "H100"}}}
+}
+
+func TestFleetAuthRefusals(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	good := f.token("ml", gpuwarden.RoleViewer)
+	revoked := f.token("ml", gpuwarden.RoleViewer)
+	id, _, _ := splitToken(revoked)
+	if err := f.store.RevokeToken(context.Background(), id, fixtureNow); err != nil {
+		t.Fatal(err)
+	}
+	wrongSecret := good[:len(good)-4] + "0000"
+	if wrongSecret == good {
+		wrongSecret = good[:len(good)-4] + "1111"
+	}
+	tests := []struct {
+		name, token string
+		want        int
+	}{
+		{"none", "", 401},
+		{"not a token", "hunter2", 401},
+		{"unknown id", "gw_0123456789abcdef_" + strings.Repeat("ab", 32), 401},
+		{"wrong secret", wrongSecret, 401},
+		{"revoked", revoked, 401},
+		{"good", good, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, body, h := f.call("GET", "/api/v1/nodes", tt.token, nil)
+			if got != tt.want {
+				t.Fatalf("status = %d, want %d (%s)", got, tt.want, body)
+			}
+			if got == 401 {
+				if h.Get("WWW-Authenticate") == "" || !json.Valid(body) {
+					t.Errorf("401 without WWW-Authenticate or JSON body: %q", body)
+				}
+				if strings.Contains(string(body), "revoked\"") || strings.Contains(string(body), id) {
+					t.Errorf("refusal tells which token: %s", body)
+				}
+			}
+		})
+	}
+	// /healthz is the one route without a token.
+	if got, _, _ := f.call("GET", "/healthz", "", nil); got != 200 {
+		t.Errorf("/healthz = %d, want 200", got)
+	}
+}
+
+func TestFleetCrossProjectRefused(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	agentA, agentA2 := f.token("team-a", gpuwarden.RoleAgent), f.token("team-a", gpuwarden.RoleAgent)
+	viewerA, adminA := f.token("team-a", gpuwarden.RoleViewer), f.token("team-a", gpuwarden.RoleAdmin)
+	agentB, viewerB, adminB := f.token("team-b", gpuwarden.RoleAgent), f.token("team-b", gpuwarden.RoleViewer), f.token("team-b", gpuwarden.RoleAdmin)
+	f.register(agentA, node("a1", "ana"))
+	f.register(agentB, node("b1", "bo"))
+	tokA, _, _ := splitToken(viewerA)
+
+	beat := func(id string) gpuwarden.Heartbeat {
+		return gpuwarden.Heartbeat{Node: id, Time: fixtureNow, State: gpuwarden.NodeRunning}
+	}
+	minute := gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(-time.Hour), Samples: 60, GPUUtil: []float64{10}}}}
+	tests := []struct {
+		name, method, path, token string
+		body                      any
+		want                      int
+	}{
+		{"B reads A's node", "GET", "/api/v1/nodes/a1", viewerB, nil, 404},
+		{"B lists A's nodes", "GET", "/api/v1/nodes?project=team-a", viewerB, nil, 403},
+		{"B reads A's events", "GET", "/api/v1/events?project=team-a", viewerB, nil, 403},
+		{"B reads A's spend", "GET", "/api/v1/reports/spend?project=team-a", viewerB, nil, 403},
+		{"B agent beats for A's node", "POST", "/api/v1/heartbeat", agentB, beat("a1"), 403},
+		{"B agent ships to A's node", "POST", "/api/v1/nodes/a1/batch", agentB, minute, 403},
+		{"B admin beats for A's node", "POST", "/api/v1/heartbeat", adminB, beat("a1"), 403},
+		{"B agent registers into A", "POST", "/api/v1/register", agentB, gpuwarden.Node{ID: "x1", Project: "team-a"}, 403},
+		{"B agent takes over A's node", "POST", "/api/v1/register", agentB, node("a1", "bo"), 409},
+		{"B admin makes a token for A", "POST", "/api/v1/tokens", adminB, map[string]string{"project": "team-a", "role": "admin"}, 403},
+		{"B admin revokes A's token", "DELETE", "/api/v1/tokens/" + tokA, adminB, nil, 403},
+		{"B admin sets A's budget", "PUT", "/api/v1/projects/team-a", adminB, gpuwarden.Project{Budget: 1, Currency: "EUR"}, 403},
+		{"B admin lists A's tokens", "GET", "/api/v1/tokens?project=team-a", adminB, nil, 403},
+		{"A's other agent beats for a1", "POST", "/api/v1/heartbeat", agentA2, beat("a1"), 403},
+		{"A viewer beats", "POST", "/api/v1/heartbeat", viewerA, beat("a1"), 403},
+		{"A viewer makes a token", "POST", "/api/v1/tokens", viewerA, map[string]string{"role": "viewer"}, 403},
+		{"A agent beats for a1", "POST", "/api/v1/heartbeat", agentA, beat("a1"), 204},
+		{"A admin beats for a1", "POST", "/api/v1/heartbeat", adminA, beat("a1"), 204},
+		{"A agent ships to a1", "POST", "/api/v1/nodes/a1/batch", agentA, minute, 200},
+		{"A viewer reads a1", "GET", "/api/v1/nodes/a1", viewerA, nil, 200},
+		{"A viewer reads spend", "GET", "/api/v1/reports/spend", viewerA, nil, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, body, _ := f.call(tt.method, tt.path, tt.token, tt.body)
+			if got != tt.want {
+				t.Errorf("%s %s = %d, want %d (%s)", tt.method, tt.path, got, tt.want, body)
+			}
+		})
+	}
+	// A project token lists only its own project's nodes and projects.
+	_, body, _ := f.call("GET", "/api/v1/nodes", viewerB, nil)
+	var nodes []gpuwarden.Node
+	if err := json.Unmarshal(body, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || nodes[0].ID != "b1" {
+		t.Errorf("B's node list = %+v, want only b1", nodes)
+	}
+	_, body, _ = f.call("GET", "/api/v1/reports/spend", viewerB, nil)
+	if strings.Contains(string(body), "team-a") {
+		t.Errorf("B's spend report shows team-a: %s", body)
+	}
+}
+
+func TestFleetTokensStoredHashed(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
+	var secrets []string
+	for _, role := range []string{"agent", "viewer", "admin"} {
+		code, body, _ := f.call("POST", "/api/v1/tokens", admin, map[string]string{"project": "ml", "role": role})
+		if code != 201 {
+			t.Fatalf("create %s token: %d %s", role, code, body)
+		}
+		var ct CreatedToken
+		if err := json.Unmarshal(body, &ct); err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, ct.Secret)
+		if got, _, _ := f.call("GET", "/api/v1/whoami", ct.Secret, nil); got != 200 {
+			t.Errorf("new %s token refused: %d", role, got)
+		}
+	}
+	secrets = append(secrets, admin)
+	// The listing never carries a secret or a hash.
+	_, list, _ := f.call("GET", "/api/v1/tokens", admin, nil)
+	var raw []byte
+	for _, name := range []string{"server.db", "server.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(f.dir, name))
+		raw = append(raw, b...)
+	}
+	if len(raw) == 0 {
+		t.Fatal("no database bytes to inspect")
+	}
+	for _, s := range secrets {
+		_, secret, _ := splitToken(s)
+		for what, b := range map[string][]byte{"database": raw, "token list": list} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("a token secret is stored in clear in the %s", what)
+			}
+		}
+	}
+	if strings.Contains(string(list), "hash") {
+		t.Errorf("token list shows hashes: %s", list)
+	}
+}
+
+func TestFleetRevokeAppliesAtOnce(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	admin, viewer := f.token("ml", gpuwarden.RoleAdmin), f.token("ml", gpuwarden.RoleViewer)
+	if got, _, _ := f.call("GET", "/api/v1/nodes", viewer, nil); got != 200 {
+		t.Fatalf("viewer before revoke = %d", got)
+	}
+	id, _, _ := splitToken(viewer)
+	if got, body, _ := f.call("DELETE", "/api/v1/tokens/"+id, admin, nil); got != 204 {
+		t.Fatalf("revoke = %d %s", got, body)
+	}
+	if got, _, _ := f.call("GET", "/api/v1/nodes", viewer, nil); got != 401 {
+		t.Errorf("viewer after revoke = %d, want 401", got)
+	}
+}
+
+func TestFleetBatchReplayIgnored(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	agent := f.token("ml", gpuwarden.RoleAgent)
+	f.register(agent, node("n1", "ana"))
+	b := gpuwarden.FleetBatch{
+		Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(-2 * time.Minute), Samples: 60, GPUUtil: []float64{90}},
+			{Minute: fixtureNow.Add(-time.Minute), Samples: 60, GPUUtil: []float64{80}}},
+		Events: []gpuwarden.Event{{Seq: 7, Time: fixtureNow, Kind: "xid", Severity: "critical", Message: "Xid 79"}},
+	}
+	tests := []struct {
+		name string
+		want gpuwarden.BatchResult
+	}{
+		{"first", gpuwarden.BatchResult{Minutes: 2, Events: 1}},
+		{"replay", gpuwarden.BatchResult{Duplicates: 3}},
+	}
+	for _, tt := range tests {
+		code, body, _ := f.call("POST", "/api/v1/nodes/n1/batch", agent, b)
+		var got gpuwarden.BatchResult
+		if err := json.Unmarshal(body, &got); code != 200 || err != nil {
+			t.Fatalf("%s: %d %s", tt.name, code, body)
+		}
+		if got != tt.want {
+			t.Errorf("%s: result = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFleetBadRequests(t *testing.T) {
+	f := newFleetFixture(t, func(s *FleetServer) { s.MaxBody = 4096; s.RatePerSec = 1; s.RateBurst = 200 })
+	agent := f.token("ml", gpuwarden.RoleAgent)
+	f.register(agent, node("n1", "ana"))
+	tests := []struct {
+		name, method, path string
+		body               any
+		want               int
+	}{
+		{"not JSON", "POST", "/api/v1/heartbeat", "{", 400},
+		{"empty body", "POST", "/api/v1/heartbeat", "", 400},
+		{"two values", "POST", "/api/v1/heartbeat", `{"node":"n1","state":"running"} {}`, 400},
+		{"wrong type", "POST", "/api/v1/heartbeat", `{"node":7}`, 400},
+		{"bad state", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "n1", State: "dancing"}, 400},
+		{"util over 100", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "n1", State: "running", GPUUtil: 101}, 400},
+		{"unknown node", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "zz", State: "running"}, 404},
+		{"too big", "POST", "/api/v1/nodes/n1/batch", `{"events":[` + strings.Repeat(`{"seq":1},`, 1000) + `{}]}`, 413},
+		{"minute off the minute", "POST", "/api/v1/nodes/n1/batch", gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(time.Second), Samples: 1}}}, 400},
+		{"minute in the future", "POST", "/api/v1/nodes/n1/batch", gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(time.Hour), Samples: 1}}}, 400},
+		{"event without seq", "POST", "/api/v1/nodes/n1/batch", gpuwarden.FleetBatch{Events: []gpuwarden.Event{{Time: fixtureNow, Kind: "x"}}}, 400},
+		{"bad node id", "POST", "/api/v1/register", gpuwarden.Node{ID: "../etc"}, 400},
+		{"negative price", "POST", "/api/v1/register", gpuwarden.Node{ID: "n2", Labels: gpuwarden.NodeLabels{HourlyPrice: -1}}, 400},
+		{"wrong method", "DELETE", "/api/v1/nodes", nil, 405},
+		{"no such route", "GET", "/api/v1/nope", nil, 404},
+		{"no such report", "GET", "/api/v1/reports/nope", nil, 400},
+		{"bad month", "GET", "/api/v1/reports/spend?month=11-2026", nil, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, body, h := f.call(tt.method, tt.path, agent, tt.body)
+			if got != tt.want {
+				t.Errorf("status = %d, want %d (%s)", got, tt.want, body)
+			}
+			if !json.Valid(body) || !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+				t.Errorf("answer is not JSON: %q", body)
+			}
+		})
+	}
+}
+
+func TestFleetRateLimit(t *testing.T) {
+	f := newFleetFixture(t, func(s *FleetServer) { s.RatePerSec = 1; s.RateBurst = 3 })
+	viewer := f.token("ml", gpuwarden.RoleViewer)
+	var got []int
+	for range 4 {
+		code, _, h := f.call("GET", "/api/v1/nodes", viewer, nil)
+		got = append(got, code)
+		if code == 429 && h.Get("Retry-After") != "1" {
+			t.Errorf("Retry-After = %q, want 1", h.Get("Retry-After"))
+		}
+	}
+	if want := []int{200, 200, 200, 429}; !equalInts(got, want) {
+		t.Errorf("statuses = %v, want %v", got, want)
+	}
+	f.advance(time.Second)
+	if code, _, _ := f.call("GET", "/api/v1/nodes", viewer, nil); code != 200 {
+		t.Errorf("after a second: %d, want 200", code)
+	}
+	// Another token has its own bucket.
+	if code, _, _ := f.call("GET", "/api/v1/nodes", f.token("ml", gpuwarden.RoleViewer), nil); code != 200 {
+		t.Errorf("second token: %d, want 200", code)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestFleetConcurrentHeartbeatsGroupCommit(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	agent := f.token("ml", gpuwarden.RoleAgent)
+	const n = 40
+	for i := range n {
+		f.register(agent, node(nodeName(i), "ana"))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, _ := f.call("POST", "/api/v1/heartbeat", agent,
+				gpuwarden.Heartbeat{Node: nodeName(i), Time: fixtureNow, State: gpuwarden.NodeRunning, GPUUtil: float64(i)})
+			if code != 204 {
+				errs <- string(body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	nodes, err := f.store.Nodes(context.Background(), "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		if !nd.LastSeen.Equal(fixtureNow) || nd.Live.State != gpuwarden.NodeRunning {
+			t.Errorf("%s: last seen %v state %q, want %v running", nd.ID, nd.LastSeen, nd.Live.State, fixtureNow)
+		}
+	}
+}
+
+func nodeName(i int) string { return "node-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// FuzzFleetAPI sends arbitrary bodies to every write route: the server
+// answers 4xx with a JSON error, never 5xx, never a crash.
+func FuzzFleetAPI(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"node":"n1","state":"running"}`, `{"minutes":[{"minute":"2026-11-29T11:00:00Z","samples":1}]}`,
+		`{"events":[{"seq":1,"time":"2026-11-29T11:00:00Z","kind":"x"}]}`, `{"id":"n1","labels":{"hourly_price":"1e400"}}`, `[`, "\x00", `{"gpu_util":1e309}`} {
+		for route := range 4 {
+			f.Add(uint8(route), []byte(seed))
+		}
+	}
+	fx := newFleetFixture(f, func(s *FleetServer) { s.RatePerSec = 0 })
+	agent := fx.token("ml", gpuwarden.RoleAgent)
+	admin := fx.token("ml", gpuwarden.RoleAdmin)
+	fx.register(agent, node("n1", "ana"))
+	routes := []struct{ method, path, token string }{
+		{"POST", "/api/v1/heartbeat", agent}, {"POST", "/api/v1/nodes/n1/batch", agent},
+		{"POST", "/api/v1/register", agent}, {"POST", "/api/v1/tokens", admin},
+	}
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		r := routes[int(route)%len(routes)]
+		fx.t = t
+		code, out, h := fx.call(r.method, r.path, r.token, body)
+		if code >= 500 {
+			t.Fatalf("%s %s with %q: %d %s", r.method, r.path, body, code, out)
+		}
+		if code >= 400 && (!json.Valid(out) || !strings.HasPrefix(h.Get("Content-Type"), "application/json")) {
+			t.Fatalf("%s %s: %d answer is not JSON: %q", r.method, r.path, code, out)
+		}
+	})
+}
