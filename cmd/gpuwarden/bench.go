@@ -123,7 +123,7 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 		defer os.RemoveAll(dir)
 		db = "sqlite:" + filepath.Join(dir, "server.db")
 	}
-	store, kind, err := openFleet(ctx, db)
+	store, kind, err := openFleet(ctx, db, true)
 	if strings.HasPrefix(kind, "sqlite:") {
 		kind = "sqlite"
 	}

@@ -57,7 +57,7 @@ func (a *app) projectSetCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				store, _, err := openFleet(cmd.Context(), f.db)
+				store, _, err := openFleet(cmd.Context(), f.db, false)
 				if err != nil {
 					return err
 				}
@@ -98,7 +98,7 @@ func (a *app) projectListCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				store, _, err := openFleet(cmd.Context(), f.db)
+				store, _, err := openFleet(cmd.Context(), f.db, false)
 				if err != nil {
 					return err
 				}

@@ -103,7 +103,7 @@ func (a *app) runReport(ctx context.Context, name string, f *reportFlags) error 
 			return err
 		}
 	} else {
-		store, _, err := openFleet(ctx, f.fleet.db)
+		store, _, err := openFleet(ctx, f.fleet.db, false)
 		if err != nil {
 			return err
 		}

@@ -92,7 +92,7 @@ func (a *app) runServer(cmd *cobra.Command, f *serverFlags) error {
 	if f.maxBody < 1024 || f.rate < 0 || f.idleAfter <= 0 || f.lostAfter <= 0 {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--max-body must be at least 1024, --rate-limit ≥ 0, --idle-after and --lost-after positive")
 	}
-	store, where, err := openFleet(ctx, f.db)
+	store, where, err := openFleet(ctx, f.db, true)
 	if err != nil {
 		return err
 	}
@@ -156,13 +156,20 @@ func (a *app) bootstrapAdmin(ctx context.Context, store gpuwarden.Fleet) error {
 	return nil
 }
 
-// openFleet opens the fleet ledger a --db value names and says where it is.
-func openFleet(ctx context.Context, db string) (gpuwarden.Fleet, string, error) {
+// openFleet opens the fleet ledger a --db value names and says where it
+// is. Only the server creates the default database: another command that
+// finds none was most likely meant to talk to a server.
+func openFleet(ctx context.Context, db string, isServer bool) (gpuwarden.Fleet, string, error) {
 	if db == "" {
 		db = os.Getenv("GPUWARDEN_DB")
 	}
 	if db == "" {
-		db = "sqlite:" + filepath.Join(defaultDataDir(), "server.db")
+		path := filepath.Join(defaultDataDir(), "server.db")
+		if _, err := os.Stat(path); err != nil && !isServer {
+			return nil, "", gpuwarden.Errorf(gpuwarden.EInvalid, "no fleet server named and no server database at %s", path).
+				WithHint("pass --server URL with --token-file, or --db sqlite:PATH|postgres://… (or set GPUWARDEN_SERVER)")
+		}
+		db = "sqlite:" + path
 	}
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):

@@ -117,7 +117,7 @@ func (a *app) tokenCreateCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				store, _, err := openFleet(cmd.Context(), f.db)
+				store, _, err := openFleet(cmd.Context(), f.db, false)
 				if err != nil {
 					return err
 				}
@@ -166,7 +166,7 @@ func (a *app) tokenListCommand() *cobra.Command {
 					return err
 				}
 			} else {
-				store, _, err := openFleet(cmd.Context(), f.db)
+				store, _, err := openFleet(cmd.Context(), f.db, false)
 				if err != nil {
 					return err
 				}
@@ -230,7 +230,7 @@ func (a *app) tokenRevokeCommand() *cobra.Command {
 }
 
 func revokeInDB(ctx context.Context, db, id string, now time.Time) error {
-	store, _, err := openFleet(ctx, db)
+	store, _, err := openFleet(ctx, db, false)
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		log.Info("serving the dashboard and /metrics", "url", "http://"+addr+"/")
 	}
 	if f.fleet.server != "" {
-		shipper, err := a.shipper(ctx, f, cfg, gpus, ledger, ag, log)
+		shipper, err := a.shipper(ctx, f, cfg, gpus, ledger, ag)
 		if err != nil {
 			return err
 		}

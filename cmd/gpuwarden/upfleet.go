@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -34,7 +33,7 @@ func (f *fleetUpFlags) register(c *cobra.Command) {
 
 // shipper builds the fleet reporter from the flags: the node's identity
 // and labels, and the client.
-func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, ledger gpuwarden.Ledger, ag *agent.Agent, log *slog.Logger) (*agent.Shipper, error) {
+func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, ledger gpuwarden.Ledger, ag *agent.Agent) (*agent.Shipper, error) {
 	if f.fleet.heartbeat < time.Second {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--heartbeat must be at least 1s")
 	}
@@ -63,7 +62,7 @@ func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gp
 	}
 	node := gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version}
 	return &agent.Shipper{Uplink: client, Ledger: ledger, Node: node, Status: ag.Status, HeartbeatEvery: f.fleet.heartbeat,
-		Now: a.now, Log: log.With("component", "shipper")}, nil
+		Now: a.now, Log: a.log.With("component", "shipper")}, nil
 }
 
 // parseLabels reads --label values; the price and currency default to the
