@@ -27,6 +27,15 @@ type Plan struct {
 	// CurrencyRates converts catalog prices into the budget currency: each
 	// entry says what one unit of that currency is worth in the budget's.
 	CurrencyRates map[Currency]Micros `yaml:"currency_rates,omitempty" json:"currency_rates,omitempty"`
+	// Labels describe the box to the fleet: owner and ttl above all, which
+	// the orphan review asks for; `up` sends them when it registers.
+	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Webhooks receive the agent's alerts (Slack-compatible URLs).
+	Webhooks []string `yaml:"webhooks,omitempty" json:"webhooks,omitempty"`
+	// Targets are the launch plan: plan A first, then plan B and on.
+	Targets []Target `yaml:"targets,omitempty" json:"targets,omitempty"`
+	// LaunchRules classify launch failures before the built-in rules do.
+	LaunchRules []LaunchRule `yaml:"launch_rules,omitempty" json:"launch_rules,omitempty"`
 }
 
 // OnHours says when the box is billed beyond the working hours.
@@ -49,6 +58,9 @@ type Data struct {
 	StorageKind               string  `yaml:"storage_kind,omitempty" json:"storage_kind"`
 	CheckpointGB              float64 `yaml:"checkpoint_gb,omitempty" json:"checkpoint_gb,omitempty"`
 	CheckpointIntervalMinutes float64 `yaml:"checkpoint_interval_minutes,omitempty" json:"checkpoint_interval_minutes,omitempty"`
+	// CheckpointStore is where `run` pushes checkpoints: s3://bucket/prefix
+	// (?region= names the bucket's region) or a directory.
+	CheckpointStore string `yaml:"checkpoint_store,omitempty" json:"checkpoint_store,omitempty"`
 }
 
 // EgressGB is a month's outbound data by scope, in GB as the provider bills.

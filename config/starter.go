@@ -131,6 +131,7 @@ on_hours:
 #   storage_kind: block               # block (default), object or volume
 #   checkpoint_gb: 30                 # the size of one checkpoint
 #   checkpoint_interval_minutes: 60   # how often the job writes one
+#   checkpoint_store: s3://my-bucket/ckpt?region=eu-west-1   # where run pushes them
 #   egress_gb:                        # outbound data, as providers bill it
 #     internet: 100
 #     inter_region: 0
@@ -184,6 +185,42 @@ residency:
 # currency_rates: what one unit of each catalog currency is worth in the budget currency.
 # currency_rates:
 #   EUR: 1.08
+
+# labels: who answers for the box and how long it may live; "gpuwarden up"
+# sends them to the fleet server, whose orphan review flags boxes without them.
+# labels:
+#   owner: ana
+#   ttl: 72h
+
+# webhooks: where the agent's alerts go (Slack-compatible or JSON endpoints).
+# webhooks: [https://hooks.slack.com/services/T000/B000/XXXX]
+
+# targets: how "gpuwarden launch" gets the box, tried in order (plan A, plan B, …):
+# your own launch command for each, as a template; "gpuwarden plan -o targets"
+# writes them from the ranking. Capacity errors move on to the next target,
+# quota errors skip the provider's region, auth errors stop.
+# targets:
+#   - name: plan-a
+#     provider: aws
+#     region: eu-west-1
+#     zone: eu-west-1a
+#     offer: p5.4xlarge
+#     launch: >-
+#       aws ec2 run-instances --region {{"{{"}}.Region{{"}}"}} --instance-type {{"{{"}}.Offer{{"}}"}}
+#       --image-id ami-0123456789abcdef0 --tag-specifications
+#       'ResourceType=instance,Tags=[{Key=Name,Value={{"{{"}}.Name{{"}}"}}}]'
+#     stop: aws ec2 terminate-instances --region {{"{{"}}.Region{{"}}"}} --instance-ids {{"{{"}}.InstanceID{{"}}"}}
+#     instance_id: '"InstanceId": "(i-[0-9a-f]+)"'
+#     ready: ssh {{"{{"}}.Name{{"}}"}} true   # polled until it succeeds (optional)
+#     timeout_seconds: 600
+
+# launch_rules: your own classification of launch errors, tried before the built-in ones.
+# launch_rules:
+#   - provider: aws
+#     pattern: InsufficientInstanceCapacity
+#     class: capacity                 # capacity, quota, auth, config or unknown
+#     scope: zone                     # what it rules out: zone, region or provider
+#     why: AWS has none of these in the zone now
 `
 
 var (

@@ -1,14 +1,18 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
+	"github.com/gpuwarden/gpuwarden/launch"
 )
 
 // Limits the validation enforces.
@@ -201,7 +205,48 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 				"e.g. box: {hourly_rate: 0.80} or box: {provider: aws, region: us-east-1, instance: g6.xlarge}")
 		}
 	}
+	validateLaunch(c, p)
+	for k, v := range p.Labels {
+		if k == "ttl" {
+			if _, err := time.ParseDuration(v); err != nil {
+				c.fail("labels.ttl", fmt.Sprintf("%q is not a duration", v), "e.g. ttl: 72h")
+			}
+		}
+	}
+	for i, w := range p.Webhooks {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			c.fail(fmt.Sprintf("webhooks[%d]", i), "is not an http(s) URL", "e.g. https://hooks.slack.com/services/…")
+		}
+	}
 	return c.err
+}
+
+// validateLaunch checks the targets and launch rules with the launcher's
+// own rules, pointing at the field in the file.
+func validateLaunch(c *checker, p *gpuwarden.Plan) {
+	names := map[string]int{}
+	for i, t := range p.Targets {
+		path := fmt.Sprintf("targets[%d]", i)
+		var fe *launch.FieldError
+		if err := launch.ValidateTarget(t); errors.As(err, &fe) {
+			c.fail(path+"."+fe.Field, fe.Problem, "see the targets: section of `gpuwarden init`'s template")
+		} else if err != nil {
+			c.fail(path, err.Error(), "")
+		}
+		if j, dup := names[t.Name]; dup {
+			c.fail(path+".name", fmt.Sprintf("%q is also the name of targets[%d]", t.Name, j), "each target needs its own name")
+		}
+		names[t.Name] = i
+	}
+	for i, r := range p.LaunchRules {
+		path := fmt.Sprintf("launch_rules[%d]", i)
+		var fe *launch.FieldError
+		if err := launch.ValidateRule(r); errors.As(err, &fe) {
+			c.fail(path+"."+fe.Field, fe.Problem, "class: capacity, quota, auth, config or unknown; scope: zone, region or provider")
+		} else if err != nil {
+			c.fail(path, err.Error(), "")
+		}
+	}
 }
 
 // validateWorkload checks what sizing needs to know about the job.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -155,6 +156,9 @@ func (r *Report) findings() {
 		add("over-budget", "every offer that fits is over the %s budget; the cheapest is %s (%s %s)",
 			cur(r.BudgetLimit), cur(r.fit(0).Total), r.fit(0).Offer.Where(), r.fit(0).Offer.Instance)
 	}
+	if rs := r.RightSize(); rs != nil {
+		add("oversized", "%s", upperFirst(rs.Message(r.Currency)))
+	}
 	r.idleFinding(add)
 	r.spotFinding(add)
 	r.monthlyFinding(add)
@@ -265,4 +269,11 @@ func percent(part, whole gpuwarden.Cents) int64 {
 		return 0
 	}
 	return (int64(part)*100 + int64(whole)/2) / int64(whole)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

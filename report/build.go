@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/launch"
 )
 
 // Names are the reports Build makes, in the order the CLI lists them.
-var Names = []string{"spend", "orphans", "nodes", "providers", "heatmap", "cost"}
+var Names = []string{"spend", "orphans", "nodes", "providers", "heatmap", "cost", "provisioning"}
 
 // Request names a report and its period; zero fields take the defaults.
 type Request struct {
@@ -81,6 +82,12 @@ func Build(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Reques
 			return nonNil(ProviderScores(in)), nil
 		}
 		return CostPerResult(in), nil
+	case "provisioning":
+		evs, err := store.Events(ctx, gpuwarden.EventQuery{Project: req.Project, Kinds: []string{launch.EventKind}, Since: lookBack})
+		if err != nil {
+			return nil, fmt.Errorf("read launch records: %w", err)
+		}
+		return Launches(launch.Attempts(eventsOf(evs)), lookBack, now), nil
 	case "heatmap":
 		to := now.Truncate(time.Hour).Add(time.Hour)
 		from := to.Add(-time.Duration(req.Hours) * time.Hour)
@@ -141,6 +148,8 @@ func Zero(name string) (any, error) {
 		return &HeatmapReport{}, nil
 	case "cost":
 		return &CostPerResultReport{}, nil
+	case "provisioning":
+		return &ProvisioningReport{}, nil
 	}
 	return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "no report %q", name).WithHint("reports: %v", Names)
 }
@@ -181,6 +190,19 @@ func Write(w io.Writer, v any, markdown bool, title string) error {
 		return WriteCostPerResultTable(w, *r)
 	case CostPerResultReport:
 		return WriteCostPerResultTable(w, r)
+	case *ProvisioningReport:
+		return WriteProvisioningTable(w, *r)
+	case ProvisioningReport:
+		return WriteProvisioningTable(w, r)
 	}
 	return fmt.Errorf("write report: unknown type %T", v)
+}
+
+// eventsOf drops the node from fleet events; launch records stand alone.
+func eventsOf(nes []gpuwarden.NodeEvent) []gpuwarden.Event {
+	out := make([]gpuwarden.Event, len(nes))
+	for i, ne := range nes {
+		out[i] = ne.Event
+	}
+	return out
 }

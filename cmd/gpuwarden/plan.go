@@ -41,10 +41,11 @@ Every total is the sum of its printed lines, in the budget's currency.
   (exit 1 here means nothing fits the workload, residency and budget)`,
 		Example: `  gpuwarden plan examples/notebook-a100.yaml --catalog examples/notebook-a100.csv
   gpuwarden plan gpuwarden.yaml --explain
-  gpuwarden plan gpuwarden.yaml --catalog aws/vms.csv -o json`,
+  gpuwarden plan gpuwarden.yaml --catalog aws/vms.csv -o json
+  gpuwarden plan gpuwarden.yaml -o targets >> gpuwarden.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := outputFormat(output, "table", "json", "csv", "md"); err != nil {
+			if err := outputFormat(output, "table", "json", "csv", "md", "targets"); err != nil {
 				return err
 			}
 			if limit < 0 {
@@ -76,6 +77,10 @@ Every total is the sum of its printed lines, in the budget's currency.
 				err = v.csv(a.stdout)
 			case "md":
 				err = v.markdown(a.stdout, limit)
+			case "targets":
+				if len(r.Ranked) > 0 {
+					err = writeTargets(a.stdout, r, path, min(limit, 3))
+				}
 			default:
 				err = v.table(a.stdout, limit, explain)
 			}
@@ -89,7 +94,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 		},
 	}
 	cats.register(c)
-	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv or md")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
 	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
 	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
 	return c

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	nethttp "net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/launch"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/report"
+	"github.com/gpuwarden/gpuwarden/sqlite"
 	"github.com/spf13/cobra"
 )
 
@@ -22,12 +26,13 @@ type reportFlags struct {
 	days, hours          int
 	idleAfter, lostAfter time.Duration
 	post, postFormat     string
+	dataDir              string
 }
 
 func (a *app) reportCommand() *cobra.Command {
 	var f reportFlags
 	c := &cobra.Command{
-		Use:       "report spend|orphans|nodes|providers|heatmap|cost",
+		Use:       "report spend|orphans|nodes|providers|heatmap|cost|provisioning",
 		Short:     "Fleet reports: spend vs budget, orphans, node and provider scorecards, heatmap, cost per result",
 		ValidArgs: report.Names,
 		Long: `report reads the fleet server (--server with a token, or --db on the server's
@@ -45,6 +50,10 @@ box) and prints one report:
              preemptions per 100 h, failure rate
   heatmap    utilisation per GPU per hour (--hours back)
   cost       cost per epoch or per 1,000 requests where jobs report progress
+  provisioning  launch command to ready, per provider, region and offer:
+             mean, p50, p95, outliers, and failures by class, from the
+             attempts ` + "`gpuwarden launch`" + ` recorded in this box's ledger (--data-dir),
+             or from the server
 
 ` + exitCodesHelp,
 		Example: `  gpuwarden report spend --server https://fleet:8080 --token-file viewer.token
@@ -69,6 +78,7 @@ box) and prints one report:
 	fl.IntVar(&f.hours, "hours", 24, "heatmap: hours to show")
 	fl.DurationVar(&f.idleAfter, "idle-after", report.DefaultIdleAfter, "orphans: idle this long makes an orphan")
 	fl.DurationVar(&f.lostAfter, "lost-after", report.DefaultLostAfter, "orphans: no heartbeat this long makes a box lost")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning: the ledger `gpuwarden launch` recorded in (without --server or --db)")
 	fl.StringVar(&f.post, "post", "", "also post the markdown report to this webhook `URL`")
 	fl.StringVar(&f.postFormat, "post-format", "slack", "webhook body for --post: slack or json")
 	return c
@@ -86,7 +96,12 @@ func (a *app) runReport(ctx context.Context, name string, f *reportFlags) error 
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "--month %q is not YYYY-MM", f.month)
 		}
 	}
-	if f.fleet.remote() {
+	if name == "provisioning" && !f.fleet.remote() && f.fleet.db == "" {
+		// Launches are recorded where `gpuwarden launch` ran: this box's ledger.
+		if v, err = a.localProvisioning(ctx, f); err != nil {
+			return err
+		}
+	} else if f.fleet.remote() {
 		cl, err := f.fleet.client()
 		if err != nil {
 			return err
@@ -150,4 +165,29 @@ func (a *app) postReport(ctx context.Context, f *reportFlags, v any, title strin
 	}
 	return hook.Notify(ctx, gpuwarden.Event{Time: a.now().UTC(), Kind: "report", Severity: gpuwarden.SeverityInfo,
 		Message: b.String()})
+}
+
+// localProvisioning reads the launch attempts of this box's ledger.
+func (a *app) localProvisioning(ctx context.Context, f *reportFlags) (any, error) {
+	path := filepath.Join(f.dataDir, "ledger.db")
+	if !fileExists(path) {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "no ledger at %s: no launch recorded here", path).
+			WithHint("run gpuwarden launch first, or pass --server/--db to read the fleet's")
+	}
+	l, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	attempts, err := launch.Recorded(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	return report.Launches(attempts, now.Add(-time.Duration(f.days)*24*time.Hour), now), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -173,6 +173,7 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 		if err != nil {
 			return err
 		}
+		a.recordDrill(ctx, f.dataDir, s.Argv, res, log)
 		return a.printDrill(f.output, res)
 	}
 	report, err := s.Run(ctx, notices)
@@ -354,6 +355,27 @@ func (a *app) recordReport(ctx context.Context, dataDir string, r gpuwarden.RunR
 		Data:    map[string]string{"report": string(b)}})
 	if err != nil {
 		log.Warn("record the run report", "err", err)
+	}
+}
+
+// recordDrill keeps the drill's verdict in the ledger, where preflight
+// looks for a proven resume.
+func (a *app) recordDrill(ctx context.Context, dataDir string, command []string, res supervise.DrillResult, log *slog.Logger) {
+	l, err := sqlite.Open(ctx, filepath.Join(dataDir, "ledger.db"))
+	if err != nil {
+		log.Warn("open the ledger", "err", err)
+		return
+	}
+	defer l.Close()
+	verdict, sev := "FAIL", gpuwarden.SeverityWarning
+	if res.Pass {
+		verdict, sev = "PASS", gpuwarden.SeverityInfo
+	}
+	_, err = l.RecordEvent(ctx, gpuwarden.Event{Time: a.now().UTC(), Kind: "drill", Severity: sev,
+		Message: fmt.Sprintf("resume drill of %s: %s: %s", strings.Join(command, " "), verdict, res.Reason),
+		Data:    map[string]string{"verdict": verdict, "command": strings.Join(command, " ")}})
+	if err != nil {
+		log.Warn("record the drill", "err", err)
 	}
 }
 

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -146,6 +148,16 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	cfg, err := a.agentConfig(f, p, planPath)
 	if err != nil {
 		return err
+	}
+	if p != nil {
+		// The plan's webhooks and labels come first; the flags add to them
+		// and, for a label given twice, win.
+		f.webhooks = append(slices.Clone(p.Webhooks), f.webhooks...)
+		var planLabels []string
+		for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
+			planLabels = append(planLabels, k+"="+p.Labels[k])
+		}
+		f.fleet.labels = append(planLabels, f.fleet.labels...)
 	}
 	gpus, err := (&gpuFlags{simulate: f.simulate}).open(a)
 	switch {

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	nethttp "net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/launch"
+	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/spf13/cobra"
+)
+
+type launchFlags struct {
+	dataDir         string
+	targets         []string
+	deadline        time.Duration
+	backoff         time.Duration
+	rounds          int
+	readyTimeout    time.Duration
+	cleanup, list   bool
+	includeLaunched bool
+	output          string
+	fleet           fleetFlags
+}
+
+func (a *app) launchCommand() *cobra.Command {
+	var f launchFlags
+	c := &cobra.Command{
+		Use:   "launch [PLAN]",
+		Short: "Launch the box: plan A, then plan B on capacity errors, timing provisioning",
+		Long: `launch runs the plan's targets in order, each with the team's own launch
+command (aws, gcloud, az, runpodctl, sky, any script; ` + "`gpuwarden plan -o targets`" + `
+writes a start). When a command fails, its output is classified by a rule
+table (the plan's launch_rules first, then the built-in rules for AWS, GCP,
+Azure, Lambda, RunPod and SkyPilot):
+
+  capacity  none of these boxes there now: rule out the zone, try the next
+  quota     the account may not have it there: rule out the region (or the
+            provider), try the next
+  auth      credentials missing or refused: stop and say so (exit 3)
+  config    the command is wrong: stop and say so (exit 2)
+  unknown   no rule matched: try the next; the attempt may have left a box
+
+Every attempt is recorded in the ledger (DATA_DIR/ledger.db) before its
+command runs, with the command that undoes it, so nothing half-launched goes
+unrecorded: --cleanup runs those stop commands. Provisioning time runs from
+the launch command until the target's ready command succeeds, or, with
+--server, until the new box's agent registers with the label
+launch_id=$GPUWARDEN_LAUNCH_ID; ` + "`gpuwarden report provisioning`" + ` sums it up.
+
+` + exitCodesHelp + `
+  (exit 1 here means no target launched)`,
+		Example: `  gpuwarden launch gpuwarden.yaml
+  gpuwarden launch --target plan-b --deadline 10m
+  gpuwarden launch --list
+  gpuwarden launch --cleanup`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outputFormat(f.output, "table", "json"); err != nil {
+				return err
+			}
+			return a.runLaunch(cmd, &f, args)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the ledger of attempts lives")
+	fl.StringSliceVar(&f.targets, "target", nil, "only these targets, by `NAME`, in the plan's order")
+	fl.DurationVar(&f.deadline, "deadline", 30*time.Minute, "give up after this long")
+	fl.DurationVar(&f.backoff, "backoff", 2*time.Second, "wait before the next target after a failure (doubles, up to 1m)")
+	fl.IntVar(&f.rounds, "rounds", 1, "passes over the targets while every failure is a capacity one")
+	fl.DurationVar(&f.readyTimeout, "ready-timeout", 15*time.Minute, "how long a launched box may take to become ready")
+	fl.BoolVar(&f.list, "list", false, "list the recorded attempts instead of launching")
+	fl.BoolVar(&f.cleanup, "cleanup", false, "run the stop command of every recorded attempt that may have left a box")
+	fl.BoolVar(&f.includeLaunched, "include-launched", false, "with --cleanup, stop the launched boxes too")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	f.fleet.register(c)
+	return c
+}
+
+func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
+	}
+	ledger, err := sqlite.Open(ctx, filepath.Join(f.dataDir, "ledger.db"))
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
+	rec := &ledgerRecorder{ledger: ledger, now: a.now}
+	if f.list || f.cleanup {
+		attempts, err := launch.Recorded(ctx, ledger)
+		if err != nil {
+			return err
+		}
+		if f.cleanup {
+			n, err := launch.Cleanup(ctx, attempts, f.includeLaunched, rec, a.stdout, os.Environ())
+			fmt.Fprintf(a.stderr, "%d stop command(s) run\n", n)
+			return err
+		}
+		if f.output == "json" {
+			return writeJSON(a.stdout, nonNilAttempts(attempts))
+		}
+		return attemptsTable(a, attempts)
+	}
+
+	p, path, err := loadPlanIfAny(args)
+	if err != nil {
+		return err
+	}
+	if p == nil || len(p.Targets) == 0 {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s has no targets", orDefault(path, "gpuwarden.yaml")).
+			WithHint("add a targets: list; `gpuwarden plan -o targets` writes one from the ranking")
+	}
+	targets := p.Targets
+	if len(f.targets) > 0 {
+		targets = nil
+		for _, t := range p.Targets {
+			if slices.Contains(f.targets, t.Name) {
+				targets = append(targets, t)
+			}
+		}
+		if len(targets) != len(f.targets) {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "--target %v: not every name is a target of %s", f.targets, path)
+		}
+	}
+	opt := launch.Options{Targets: targets, Rules: p.LaunchRules, Deadline: f.deadline, Backoff: f.backoff,
+		Rounds: f.rounds, ReadyTimeout: f.readyTimeout, Env: os.Environ(), Out: a.stdout, Now: a.now,
+		Log: a.log.With("component", "launch")}
+	if f.fleet.remote() {
+		cl, err := f.fleet.client()
+		if err != nil {
+			return err
+		}
+		opt.WaitAgent = func(ctx context.Context, launchID, _ string) (time.Time, error) {
+			return waitForAgent(ctx, cl, launchID)
+		}
+	}
+	res, err := launch.Run(ctx, opt, rec)
+	if f.output == "json" {
+		if jerr := writeJSON(a.stdout, res); jerr != nil {
+			return jerr
+		}
+	}
+	return err
+}
+
+// waitForAgent polls the fleet server until a node labelled with the
+// launch ID registers, and returns when it did.
+func waitForAgent(ctx context.Context, cl *gwhttp.Client, launchID string) (time.Time, error) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		var nodes []gpuwarden.Node
+		if err := cl.Do(ctx, nethttp.MethodGet, "/api/v1/nodes", nil, nil, &nodes); err != nil {
+			return time.Time{}, err
+		}
+		for _, n := range nodes {
+			if n.Labels.Extra["launch_id"] == launchID {
+				return n.Registered, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ledgerRecorder keeps every record of every attempt as a ledger event:
+// append-only, so a crash between two records loses neither.
+type ledgerRecorder struct {
+	ledger gpuwarden.Ledger
+	now    func() time.Time
+}
+
+// Record stores one record of an attempt.
+func (r *ledgerRecorder) Record(ctx context.Context, at gpuwarden.LaunchAttempt) error {
+	e, err := launch.Event(at, r.now())
+	if err != nil {
+		return err
+	}
+	_, err = r.ledger.RecordEvent(ctx, e)
+	return err
+}
+
+func nonNilAttempts(as []gpuwarden.LaunchAttempt) []gpuwarden.LaunchAttempt {
+	if as == nil {
+		return []gpuwarden.LaunchAttempt{}
+	}
+	return as
+}
+
+func attemptsTable(a *app, attempts []gpuwarden.LaunchAttempt) error {
+	if len(attempts) == 0 {
+		_, err := fmt.Fprintln(a.stdout, "No launch attempts recorded.")
+		return err
+	}
+	t := newTable(a.stdout)
+	t.row("ATTEMPT", "TARGET", "PROVIDER", "REGION", "OFFER", "STARTED", "OUTCOME", "CLASS", "TOOK", "MAY EXIST", "CLEANED")
+	for _, at := range attempts {
+		took := "-"
+		if at.ProvisionSeconds > 0 {
+			took = fmt.Sprintf("%.0f s", at.ProvisionSeconds)
+		}
+		mayExist, cleaned := "no", "-"
+		if at.MayExist {
+			mayExist = "yes"
+		}
+		if !at.Cleaned.IsZero() {
+			cleaned = at.Cleaned.Format(time.DateTime)
+		}
+		t.row(at.ID, at.Target, at.Provider, orDash(at.Region), orDash(at.Offer), at.Start.Format(time.DateTime),
+			orDash(at.Outcome), orDash(at.Class), took, mayExist, cleaned)
+	}
+	return t.flush()
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
