@@ -248,6 +248,12 @@ func yamlString(v any) string {
 	if plainScalar.MatchString(s) && !yamlWords[strings.ToLower(s)] {
 		return s
 	}
+	return doubleQuoted(s)
+}
+
+// doubleQuoted writes text in YAML's double-quoted style, which is JSON's
+// string syntax.
+func doubleQuoted(s string) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

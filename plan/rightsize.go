@@ -76,32 +76,36 @@ func (rs RightSizing) Message(cur gpuwarden.Currency) string {
 	return b.String()
 }
 
-// RightSize checks the card the work runs on — the plan's box when it names
-// an offer, else plan A — against the sizing; it returns nil when the card
-// is not oversized or the sizing is unknown.
+// Current is the candidate the work runs on: the plan's box when it names
+// a priced offer (over the budget or not), else plan A; nil when neither.
+func (r *Report) Current() *Candidate {
+	b := r.plan.Box
+	if b == nil || b.Instance == "" {
+		return r.Best
+	}
+	for i := range r.fits { // the box may be over the budget: look past the ranking
+		c := &r.fits[i]
+		if c.Offer.Instance == b.Instance && strings.EqualFold(c.Offer.Provider, b.Provider) &&
+			(b.Region == "" || strings.EqualFold(c.Offer.Region, b.Region)) && c.Billing.String() == billingOf(b) {
+			return c
+		}
+	}
+	return nil
+}
+
+// RightSize checks the card the work runs on (see Current; a box the
+// ranking could not price is found in the catalog) against the sizing; it
+// returns nil when the card is not oversized or the sizing is unknown.
 func (r *Report) RightSize() *RightSizing {
-	cur := r.Best
+	if cur := r.Current(); cur != nil {
+		return rightSizing(r, cur.Offer, cur)
+	}
 	if b := r.plan.Box; b != nil && b.Instance != "" {
-		cur = nil
-		for i := range r.fits { // the box may be over the budget: look past the ranking
-			c := &r.fits[i]
-			if c.Offer.Instance == b.Instance && strings.EqualFold(c.Offer.Provider, b.Provider) &&
-				(b.Region == "" || strings.EqualFold(c.Offer.Region, b.Region)) && c.Billing.String() == billingOf(b) {
-				cur = c
-				break
-			}
-		}
-		if cur == nil {
-			if o, err := findOffer(r.cat, b); err == nil {
-				return rightSizing(r, o, nil)
-			}
-			return nil
+		if o, err := findOffer(r.cat, b); err == nil {
+			return rightSizing(r, o, nil)
 		}
 	}
-	if cur == nil {
-		return nil
-	}
-	return rightSizing(r, cur.Offer, cur)
+	return nil
 }
 
 func rightSizing(r *Report, o *gpuwarden.Offer, cur *Candidate) *RightSizing {

@@ -163,7 +163,7 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
 		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),
 		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand(),
-		a.launchCommand())
+		a.launchCommand(), a.preflightCommand())
 	return root
 }
 
