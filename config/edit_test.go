@@ -568,3 +568,25 @@ func FuzzApplyEdits(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkApplyEdits is what `preflight --fix` does to the starter plan: a
+// plan B appended, the budget set, the box moved; each edit re-parsed and
+// checked.
+func BenchmarkApplyEdits(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join("testdata", "edit", "starter.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	edits := []Edit{
+		{Path: "targets", Append: true, Value: planB},
+		{Path: "budget.monthly_limit", Value: 100.0},
+		{Path: "budget.alerts_percent", Value: []int{50, 80, 100}},
+		{Path: "box.instance", Value: "g6.xlarge"},
+	}
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := ApplyEdits(src, edits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
