@@ -30,7 +30,7 @@ func Cleanup(ctx context.Context, attempts []gpuwarden.LaunchAttempt, includeLau
 			continue
 		}
 		if a.Outcome == gpuwarden.AttemptLaunched && !includeLaunched {
-			fmt.Fprintf(out, "%s  %s: launched, kept (include launched attempts to stop it)\n", a.Name, a.Target)
+			fmt.Fprintf(out, "%s  %s: launched, kept (--include-launched stops it too)\n", a.Name, a.Target)
 			continue
 		}
 		if a.StopCommand == "" {

@@ -476,6 +476,10 @@ func (r *runner) launched(ctx context.Context, i int, a gpuwarden.LaunchAttempt,
 	what := "launched as " + a.Name
 	if a.InstanceID != "" {
 		what += ", instance " + a.InstanceID
+	} else if t.InstanceID != "" {
+		// Only a launch that worked must name its box; a refused one
+		// prints an error instead.
+		r.log.Warn("no instance id in the launch output", "target", t.Name, "pattern", t.InstanceID)
 	}
 	waiting := t.Ready != "" || r.opt.WaitAgent != nil
 	if waiting {
@@ -762,7 +766,6 @@ func (r *runner) instanceID(t gpuwarden.Target, output string) string {
 	}
 	m := re.FindStringSubmatch(output)
 	if len(m) < 2 || m[1] == "" {
-		r.log.Warn("no instance id in the launch output", "target", t.Name, "pattern", t.InstanceID)
 		return ""
 	}
 	if !safeID.MatchString(m[1]) {

@@ -104,7 +104,11 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 		}
 		if f.cleanup {
 			n, err := launch.Cleanup(ctx, attempts, f.includeLaunched, rec, a.stdout, os.Environ())
-			fmt.Fprintf(a.stderr, "%d stop command(s) run\n", n)
+			if n == 1 {
+				fmt.Fprintln(a.stderr, "ran 1 stop command")
+			} else {
+				fmt.Fprintf(a.stderr, "ran %d stop commands\n", n)
+			}
 			return err
 		}
 		if f.output == "json" {
@@ -135,7 +139,7 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 	}
 	opt := launch.Options{Targets: targets, Rules: p.LaunchRules, Deadline: f.deadline, Backoff: f.backoff,
 		Rounds: f.rounds, ReadyTimeout: f.readyTimeout, Env: os.Environ(), Out: a.stdout, Now: a.now,
-		Log: a.log.With("component", "launch")}
+		Log: a.log}
 	if f.fleet.remote() {
 		cl, err := f.fleet.client()
 		if err != nil {
