@@ -39,16 +39,16 @@ type Edit struct {
 	// Path names the field with dots, and a list item with [N]:
 	// "budget.alerts_percent", "targets[0].offer". A name that holds a dot
 	// is written in double quotes: currency_rates."A.B".
-	Path string
+	Path string `json:"path"`
 	// Value is written as YAML: scalars, lists, maps, and structs with yaml tags.
-	Value any
+	Value any `json:"value"`
 	// Append adds Value as one item to the list at Path (creating the list
 	// if missing) instead of replacing the value; an item already in the
 	// list is not added twice, so a fix can be applied again safely.
-	Append bool
+	Append bool `json:"append,omitempty"`
 	// Why says what the edit fixes; Describe leaves it to the caller, which
 	// lays it out next to the change.
-	Why string
+	Why string `json:"why,omitempty"`
 }
 
 // ApplyEdits returns src with the edits applied in order; it never writes, so the caller can show a diff first.
