@@ -2,9 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -19,14 +24,19 @@ const (
 	shipMinutesKey = "fleet.minutes.next"
 )
 
-// Shipper limits: a batch stays well under the server's body limit.
+// Shipper limits: a batch stays well under the server's body limit (1 MiB
+// by default), and an event within the server's limits on one event
+// (http/fleet_api.go), which refuses what is over them.
 const (
 	shipBatchItems = 500
-	shipBatchBytes = 2 << 20
+	// shipBatchBytes counts the events as JSON, as they go on the wire.
+	shipBatchBytes = 512 << 10
 	// MaxShippedEventData is what one event may carry to the server; a
 	// larger one (a burn-in report with a long telemetry trace) is sent
-	// with its data cut, rather than blocking the queue behind it.
-	MaxShippedEventData = 512 << 10
+	// with its data cut, rather than refused and skipped.
+	MaxShippedEventData = 64 << 10
+	// MaxShippedEventMessage is the longest message the server takes.
+	MaxShippedEventMessage = 4096
 )
 
 // Shipper reports the agent to a fleet server: it registers the node,
@@ -46,6 +56,9 @@ type Shipper struct {
 
 	registered bool
 	failures   int
+	// refusedSeq is the event the server last refused on its own; it is
+	// skipped only if refused alone again in a later round.
+	refusedSeq int64
 }
 
 // Run ships until ctx ends, then sends a last "stopped" heartbeat and what
@@ -69,7 +82,7 @@ func (s *Shipper) Run(ctx context.Context) {
 		wait := time.Duration(0)
 		if err := s.step(ctx, now, &nextBeat, &nextShip); err != nil {
 			s.failures++
-			wait = backoff(s.failures)
+			wait = backoff(s.failures, rand.Float64())
 			s.Log.Warn("report to the fleet server", "err", err, "retry_in", wait)
 		} else {
 			s.failures = 0
@@ -180,6 +193,17 @@ func (s *Shipper) shipEvents(ctx context.Context) error {
 				evs = evs[:len(evs)/2]
 				continue
 			}
+			// EInvalid is also how a rate limit (429) or a proxy's 4xx
+			// comes back, which is about the request, not the event: skip
+			// only an event refused alone in two rounds, a backoff apart,
+			// while the server takes an empty batch.
+			if s.refusedSeq != evs[0].Seq {
+				s.refusedSeq = evs[0].Seq
+				return err
+			}
+			if perr := s.send(ctx, gpuwarden.FleetBatch{}, 0); perr != nil {
+				return err
+			}
 			s.Log.Error("the fleet server refuses an event; skipping it", "seq", evs[0].Seq, "kind", evs[0].Kind, "err", err)
 			break
 		}
@@ -190,30 +214,84 @@ func (s *Shipper) shipEvents(ctx context.Context) error {
 	}
 }
 
-// fitBatch cuts oversized event data and keeps the batch under the byte
+// fitBatch cuts oversized events and keeps the batch under the byte
 // budget; it always keeps at least one event so that the queue moves.
 func fitBatch(evs []gpuwarden.Event) []gpuwarden.Event {
 	total := 0
 	for i := range evs {
-		size := 0
-		for k, v := range evs[i].Data {
-			size += len(k) + len(v)
+		evs[i] = fitEvent(evs[i])
+		size := len(evs[i].Message) + dataSize(evs[i].Data)
+		if b, err := json.Marshal(evs[i]); err == nil {
+			size = len(b) // escaping can make the wire size much larger
 		}
-		if size > MaxShippedEventData {
-			data := map[string]string{"truncated": fmt.Sprintf("%d bytes of data were too large to ship", size)}
-			for k, v := range evs[i].Data {
-				if len(v) <= maxLabel {
-					data[k] = v
-				}
-			}
-			evs[i].Data, size = data, 0
-		}
-		total += size + len(evs[i].Message)
+		total += size
 		if total > shipBatchBytes && i > 0 {
 			return evs[:i]
 		}
 	}
 	return evs
+}
+
+// fitEvent cuts an event's message and data to what the server takes,
+// keeping the short data values (the verdict, the node) that fit.
+func fitEvent(e gpuwarden.Event) gpuwarden.Event {
+	if len(e.Message) > MaxShippedEventMessage {
+		e.Message = strings.ToValidUTF8(e.Message[:MaxShippedEventMessage], "")
+	}
+	size := dataSize(e.Data)
+	if size <= MaxShippedEventData {
+		return e
+	}
+	if slim, ok := withoutTelemetry(e.Data["report"]); ok {
+		data := maps.Clone(e.Data)
+		data["report"] = slim
+		data["truncated"] = "the report's telemetry trace was left out"
+		if n := dataSize(data); n <= MaxShippedEventData {
+			e.Data = data
+			return e
+		}
+	}
+	note := fmt.Sprintf("%d bytes of data were too large to ship", size)
+	data := map[string]string{"truncated": note}
+	budget := MaxShippedEventData - len("truncated") - len(note)
+	for _, k := range slices.Sorted(maps.Keys(e.Data)) {
+		v := e.Data[k]
+		if _, taken := data[k]; taken || len(v) > maxLabel || len(k)+len(v) > budget {
+			continue
+		}
+		data[k] = v
+		budget -= len(k) + len(v)
+	}
+	e.Data = data
+	return e
+}
+
+// withoutTelemetry is a report (JSON) without its telemetry trace: a
+// burn-in's GPU samples, which make a report too large to ship, while the
+// server reads only its checks and results.
+func withoutTelemetry(report string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(report), &m) != nil {
+		return "", false
+	}
+	if _, ok := m["telemetry"]; !ok {
+		return "", false
+	}
+	delete(m, "telemetry")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// dataSize is an event's data as the server counts it.
+func dataSize(data map[string]string) int {
+	n := 0
+	for k, v := range data {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // maxLabel is the longest data value kept when an event's data is cut.
@@ -318,7 +396,10 @@ func finishMinute(m *gpuwarden.NodeMinute) {
 
 func clampPercent(v float64) float64 { return min(100, max(0, v)) }
 
-func backoff(failures int) time.Duration {
-	d := time.Second << min(failures-1, 6)
-	return min(d, time.Minute)
+// backoff is the wait after failures failed rounds: doubling from a second
+// to a minute, then drawn from its upper half with r in [0, 1), so that a
+// fleet whose server comes back does not return in step.
+func backoff(failures int, r float64) time.Duration {
+	d := min(time.Second<<min(max(failures, 1)-1, 6), time.Minute)
+	return d/2 + time.Duration(r*float64(d/2))
 }

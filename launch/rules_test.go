@@ -38,6 +38,9 @@ var samples = []sample{
 	{"aws", 254, "An error occurred (InvalidAMIID.NotFound) when calling the RunInstances operation: The image id '[ami-0123456789abcdef0]' does not exist", "config", ""},
 	{"aws", 254, "An error occurred (InvalidKeyPair.NotFound) when calling the RunInstances operation: The key pair 'train' does not exist", "config", ""},
 	{"aws", 254, "An error occurred (InvalidParameterValue) when calling the RunInstances operation: Invalid value 'p5.48xlarg' for InstanceType.", "config", ""},
+	// Throttling is the API's rate limit, not the account's quota: it rules
+	// nothing out for the rest of the launch.
+	{"aws", 254, "An error occurred (RequestLimitExceeded) when calling the RunInstances operation (reached max retries: 2): Request limit exceeded.", "unknown", ""},
 
 	// Google Cloud, as gcloud prints them.
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - The zone 'projects/acme-train/zones/us-central1-a' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.", "capacity", "zone"},
@@ -45,6 +48,7 @@ var samples = []sample{
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - The resource 'projects/acme-train/zones/europe-west2-c/acceleratorTypes/nvidia-tesla-v100' was not found", "capacity", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 0.0 globally.", "quota", "provider"},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 0.0 in region us-central1.", "quota", "region"},
+	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Quota exceeded for quota metric 'Queries' and limit 'Queries per minute' of service 'compute.googleapis.com' for consumer 'project_number:123456789012'.", "unknown", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) You do not currently have an active account selected.\nPlease run:\n\n  $ gcloud auth login\n\nto obtain new credentials.", "auth", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) There was a problem refreshing your current auth tokens: ('invalid_grant: Bad Request', {'error': 'invalid_grant', 'error_description': 'Bad Request'})", "auth", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Required 'compute.instances.create' permission for 'projects/acme-train/zones/us-central1-a/instances/gw-0123abcd-1'", "auth", ""},
@@ -79,6 +83,7 @@ var samples = []sample{
 	{"vast", 127, "sh: 1: vastai: not found", "config", ""},
 	{"vast", 126, "sh: 1: ./launch.sh: Permission denied", "config", ""},
 	{"vast", 1, "Error: 403 Forbidden: access denied", "auth", ""},
+	{"vast", 1, "Error: 429 Too Many Requests: rate limit exceeded, retry later", "unknown", ""},
 	{"vast", 1, "Error: quota exceeded for GPUs in this account", "quota", "region"},
 	{"vast", 1, "Error: no capacity for 8x H100 right now", "capacity", "zone"},
 
