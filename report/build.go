@@ -54,6 +54,7 @@ func Build(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Reques
 		if month.IsZero() {
 			month = now
 		}
+		month = month.UTC() // Spend's month is a UTC month: read the same hours
 		from := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
 		in, err := gather(ctx, store, now, req.Project, from, from.AddDate(0, 1, 0), false)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -183,7 +184,9 @@ func orphanReasons(n *gpuwarden.Node, now time.Time, opt OrphanOptions) []Orphan
 		}
 		out = append(out, OrphanReason{ReasonNoOwner, ev})
 	}
-	if n.Labels.TTLSeconds > 0 && !n.Registered.IsZero() {
+	// A TTL past what a Duration holds (about 292 years) cannot have run
+	// out; converting it would wrap round to a TTL long gone.
+	if n.Labels.TTLSeconds > 0 && n.Labels.TTLSeconds <= math.MaxInt64/int64(time.Second) && !n.Registered.IsZero() {
 		ttl := time.Duration(n.Labels.TTLSeconds) * time.Second
 		if end := n.Registered.Add(ttl); now.After(end) {
 			out = append(out, OrphanReason{ReasonTTLExceeded, fmt.Sprintf("TTL %s ran out %s ago", human(ttl), human(now.Sub(end)))})

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -73,6 +74,12 @@ func TestOrphanReasons(t *testing.T) {
 			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
 		{"TTL out", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 3600}, Registered: ago(75 * time.Hour), LastSeen: now,
 			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, []OrphanReason{{ReasonTTLExceeded, "TTL 1h ran out 3d 2h ago"}}},
+		// 10¹⁰ s is about 317 years: past what a time.Duration holds, so
+		// it must not wrap round to a TTL that ran out long ago.
+		{"a TTL longer than a Duration holds has not run out", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 1e10},
+			Registered: ago(time.Hour), LastSeen: now, Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
+		{"the longest TTL a Duration holds", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: math.MaxInt64 / int64(time.Second)},
+			Registered: ago(time.Hour), LastSeen: now, Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
 		{"TTL with no registration time is not judged", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 3600}, LastSeen: now,
 			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
 		{"heartbeat just inside a longer setting", gpuwarden.Node{Labels: owned, LastSeen: ago(29 * time.Minute), Live: up(gpuwarden.Heartbeat{})},
