@@ -327,3 +327,94 @@ func near(a, b float64) bool {
 	d := a - b
 	return d < 1e-9 && d > -1e-9
 }
+
+// testEventsAfterConcurrent ships events as an agent does, following
+// EventsAfter with a cursor, while several writers record them: every event
+// must be shipped, so an event must never become visible below a Seq that
+// the cursor has already passed.
+func testEventsAfterConcurrent(t *testing.T, s *store) {
+	ctx := context.Background()
+	l := s.l
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const writers, each = 8, 60
+	var wg sync.WaitGroup
+	errs := make(chan error, writers+1)
+	done := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				e := gpuwarden.Event{Time: at, Kind: "k", Message: fmt.Sprintf("%d-%d", w, i)}
+				if _, err := l.RecordEvent(ctx, e); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	shipped := map[string]int{}
+	var after int64
+	ship := func() error {
+		for {
+			evs, err := l.EventsAfter(ctx, after, 7)
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				return nil
+			}
+			for _, e := range evs {
+				if e.Seq <= after {
+					return fmt.Errorf("EventsAfter(%d) returned Seq %d", after, e.Seq)
+				}
+				shipped[e.Message]++
+				after = e.Seq
+			}
+		}
+	}
+	var shipErr error
+	var shipper sync.WaitGroup
+	shipper.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := ship(); err != nil {
+				shipErr = err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(done)
+	shipper.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if shipErr != nil {
+		t.Fatal(shipErr)
+	}
+	// What the writers left after the shipper's last look.
+	if err := ship(); err != nil {
+		t.Fatal(err)
+	}
+	var missing, twice []string
+	for w := range writers {
+		for i := range each {
+			m := fmt.Sprintf("%d-%d", w, i)
+			switch shipped[m] {
+			case 0:
+				missing = append(missing, m)
+			case 1:
+			default:
+				twice = append(twice, m)
+			}
+		}
+	}
+	if len(missing) > 0 || len(twice) > 0 {
+		t.Errorf("shipping by EventsAfter while %d writers record: %d of %d events never shipped (%v), %d shipped twice (%v)",
+			writers, len(missing), writers*each, missing, len(twice), twice)
+	}
+}

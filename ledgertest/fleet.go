@@ -35,6 +35,7 @@ func RunFleet(t *testing.T, open FleetOpener) {
 		{"Retain", testRetain},
 		{"ReopenKeepsEverything", testFleetReopen},
 		{"ConcurrentIngest", testConcurrentIngest},
+		{"UnstorableTextRefusedAlike", testUnstorableText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -746,5 +747,65 @@ func testConcurrentIngest(t *testing.T, s *fleetStore) {
 	}
 	if !reflect.DeepEqual(got, wantHours) {
 		t.Errorf("Hours =\n%+v\nwant\n%+v", got, wantHours)
+	}
+}
+
+// testUnstorableText holds both ledgers to one answer for text PostgreSQL
+// cannot store (NUL, invalid UTF-8) and SQLite would: a write is invalid,
+// which the agent's shipper skips event by event, rather than an internal
+// error that would stall its queue on one database only; a lookup finds
+// nothing; a heartbeat of such a node is one of an unknown node.
+func testUnstorableText(t *testing.T, s *fleetStore) {
+	ctx := context.Background()
+	register(t, s.f, FleetNode("n1", "vision", "a", 1, 1))
+	at := FleetStart.Add(time.Minute)
+	for _, bad := range []string{"a\x00b", "a\xffb"} {
+		name := fmt.Sprintf("%q", bad)
+		badHost := FleetNode("n2", "vision", "a", 1, 1)
+		badHost.Hostname = bad
+		badOwner := FleetNode("n2", "vision", "a", 1, 1)
+		badOwner.Labels.Owner = bad
+		for _, n := range []gpuwarden.Node{FleetNode(bad, "vision", "a", 1, 1), badHost, badOwner, FleetNode("n2", "vision", bad, 1, 1)} {
+			_, err := s.f.RegisterNode(ctx, n)
+			wantCode(t, name+": RegisterNode", err, gpuwarden.EInvalid)
+		}
+		wantCode(t, name+": PutProject", s.f.PutProject(ctx, gpuwarden.Project{Name: bad, Currency: "USD"}), gpuwarden.EInvalid)
+		wantCode(t, name+": CreateToken", s.f.CreateToken(ctx, gpuwarden.Token{ID: "t", Project: "vision", Name: bad}), gpuwarden.EInvalid)
+		for _, e := range []gpuwarden.Event{{Seq: 1, Kind: "k", Message: bad}, {Seq: 1, Kind: bad}, {Seq: 1, Kind: "k", Key: bad}} {
+			res, err := s.f.Ingest(ctx, "n1", gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{FleetMinute(0, 1)}, Events: []gpuwarden.Event{e}})
+			wantCode(t, name+": Ingest(event)", err, gpuwarden.EInvalid)
+			if res != (gpuwarden.BatchResult{}) {
+				t.Errorf("%s: Ingest(event) = %+v, want nothing counted", name, res)
+			}
+		}
+		_, err := s.f.Ingest(ctx, bad, gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{FleetMinute(0, 1)}})
+		wantCode(t, name+": Ingest(node)", err, gpuwarden.ENotFound)
+		_, err = s.f.Node(ctx, bad)
+		wantCode(t, name+": Node", err, gpuwarden.ENotFound)
+		_, err = s.f.Token(ctx, bad)
+		wantCode(t, name+": Token", err, gpuwarden.ENotFound)
+		wantCode(t, name+": RevokeToken", s.f.RevokeToken(ctx, bad, at), gpuwarden.ENotFound)
+		if err := s.f.RecordHeartbeats(ctx, at, []gpuwarden.Heartbeat{{Node: bad, State: gpuwarden.NodeRunning},
+			{Node: "n1", State: gpuwarden.NodeRunning}}); err != nil {
+			t.Errorf("%s: RecordHeartbeats = %v, want the unknown node skipped", name, err)
+		}
+	}
+	if n, err := s.f.Node(ctx, "n1"); err != nil || !n.LastSeen.Equal(at) {
+		t.Errorf("Node(n1) = LastSeen %v, %v; want %v", n.LastSeen, err, at)
+	}
+	if got := allHours(t, s.f); got != nil {
+		t.Errorf("Hours after refused batches = %+v, want none", got)
+	}
+	if events, err := s.f.Events(ctx, gpuwarden.EventQuery{}); err != nil || events != nil {
+		t.Errorf("Events after refused batches = %+v, %v; want none", events, err)
+	}
+	if ps, err := s.f.Projects(ctx); err != nil || ps != nil {
+		t.Errorf("Projects = %+v, %v; want none", ps, err)
+	}
+	if ts, err := s.f.Tokens(ctx, gpuwarden.AllProjects); err != nil || ts != nil {
+		t.Errorf("Tokens = %+v, %v; want none", ts, err)
+	}
+	if ns, err := s.f.Nodes(ctx, gpuwarden.AllProjects); err != nil || len(ns) != 1 {
+		t.Errorf("Nodes = %+v, %v; want n1 alone", ns, err)
 	}
 }

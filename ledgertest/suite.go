@@ -33,6 +33,7 @@ func Run(t *testing.T, open Opener) {
 		{"EventDedupAcrossReopen", testEventDedup},
 		{"EventsLimitAndOrder", testEventsOrder},
 		{"EventsAfterFollowRecording", testEventsAfter},
+		{"EventsAfterMissesNoneUnderConcurrentWriters", testEventsAfterConcurrent},
 		{"StateSurvivesReopen", testState},
 		{"ConcurrentWriters", testConcurrent},
 	}

@@ -31,12 +31,29 @@ func (l *Ledger) RecordEvent(ctx context.Context, e gpuwarden.Event) (bool, erro
 	if err != nil {
 		return false, l.wrap("record event", err)
 	}
-	tag, err := l.pool.Exec(ctx, insertEventSQL, e.Time.UnixMilli(), e.Kind, e.Severity, e.Message, key, data)
+	// An identity value is drawn at insert and becomes visible at commit,
+	// so two concurrent inserts can commit out of id order, and a reader of
+	// EventsAfter that saw the later id would pass over the earlier one for
+	// good. The lock makes inserts take turns until commit, as SQLite's one
+	// writer does, so ids become visible in order; it conflicts with itself
+	// and with writes, not with reads.
+	var added int64
+	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockEventsSQL); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, insertEventSQL, e.Time.UnixMilli(), e.Kind, e.Severity, e.Message, key, data)
+		added = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return false, l.wrap("record event", err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return added > 0, nil
 }
+
+// lockEventsSQL serializes event inserts for RecordEvent.
+const lockEventsSQL = "LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE"
 
 // Events returns at most limit events, newest first (the later recorded
 // first within one millisecond); a limit of zero or less returns none.

@@ -155,6 +155,9 @@ func (f *Fleet) CreateToken(ctx context.Context, t gpuwarden.Token) error {
 
 // Token returns a token by ID, revoked or not.
 func (f *Fleet) Token(ctx context.Context, id string) (gpuwarden.Token, error) {
+	if !fleetrow.Text(id) {
+		return gpuwarden.Token{}, gpuwarden.Errorf(gpuwarden.ENotFound, "token %q not found", id)
+	}
 	var r fleetrow.TokenRow
 	err := f.rdb.QueryRowContext(ctx, "SELECT "+fleetrow.TokenCols+" FROM tokens WHERE id = $1", id).Scan(r.Dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -192,6 +195,9 @@ func (f *Fleet) Tokens(ctx context.Context, project string) ([]gpuwarden.Token, 
 func (f *Fleet) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	if at.IsZero() {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "revoke token %s: no time", id)
+	}
+	if !fleetrow.Text(id) {
+		return gpuwarden.Errorf(gpuwarden.ENotFound, "revoke token %q: not found", id)
 	}
 	res, err := f.db.ExecContext(ctx, fleetrow.RevokeTokenSQL, id, at.UnixMilli())
 	if err != nil {
@@ -256,6 +262,9 @@ type queryer interface {
 }
 
 func readNode(ctx context.Context, q queryer, id string) (gpuwarden.Node, error) {
+	if !fleetrow.Text(id) {
+		return gpuwarden.Node{}, gpuwarden.Errorf(gpuwarden.ENotFound, "node %q not found", id)
+	}
 	var r fleetrow.NodeRow
 	err := q.QueryRowContext(ctx, "SELECT "+fleetrow.NodeCols+" FROM nodes WHERE id = $1", id).Scan(r.Dest()...)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/ledgerrow"
@@ -75,6 +76,20 @@ func Cost(priceMinutes int64) gpuwarden.Micros {
 	return gpuwarden.Micros(q)
 }
 
+// Text reports whether s can be stored in, and compared with, a TEXT
+// column of both databases: PostgreSQL refuses NUL and invalid UTF-8 with
+// an error where SQLite would store the bytes, so every write refuses them
+// up front (an invalid input on both) and every lookup by such a key finds
+// nothing, as it would on SQLite.
+func Text(s ...string) bool {
+	for _, v := range s {
+		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // ---- projects ----
 
 // ProjectCols are the columns of projects in the order of ProjectRow.Dest.
@@ -92,6 +107,9 @@ func ProjectArgs(p gpuwarden.Project) ([]any, error) {
 	}
 	if p.Name == gpuwarden.AllProjects {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "put project: %q names every project, not one", p.Name)
+	}
+	if !Text(p.Name, string(p.Currency)) {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "put project %q: the name and currency must be UTF-8 without NUL", p.Name)
 	}
 	return []any{p.Name, int64(p.Budget), string(p.Currency), Ms(p.Created)}, nil
 }
@@ -132,6 +150,9 @@ func TokenArgs(t gpuwarden.Token) ([]any, error) {
 	}
 	if t.Project == "" {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "create token %s: no project", t.ID)
+	}
+	if !Text(t.ID, t.Project, t.Role, t.Name) {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "create token %q: its fields must be UTF-8 without NUL", t.ID)
 	}
 	var hash, revoked any
 	if len(t.Hash) > 0 {
@@ -209,6 +230,9 @@ func EncodeNode(n gpuwarden.Node) (NodeArgs, error) {
 		return NodeArgs{}, gpuwarden.Errorf(gpuwarden.EInvalid, "register node %s: no project", n.ID)
 	}
 	labels := n.Labels
+	if !Text(n.ID, n.Project, n.Hostname, n.AgentVersion, n.TokenID, labels.Owner, labels.Provider, labels.Region, string(labels.Currency)) {
+		return NodeArgs{}, gpuwarden.Errorf(gpuwarden.EInvalid, "register node %q: its names and labels must be UTF-8 without NUL", n.ID)
+	}
 	if !labels.LaunchedAt.IsZero() {
 		labels.LaunchedAt = labels.LaunchedAt.UTC()
 	}
@@ -306,7 +330,9 @@ const HeartbeatSQL = `UPDATE nodes SET last_seen_ms = $2, live = $3 WHERE id = $
 func Heartbeats(hbs []gpuwarden.Heartbeat) (ids, lives []string, err error) {
 	last := make(map[string]int, len(hbs))
 	for i, hb := range hbs {
-		if hb.Node != "" {
+		// A node ID that is not Text names no stored node: skipped, as
+		// an unknown node is, rather than failing the batch on PostgreSQL.
+		if hb.Node != "" && Text(hb.Node) {
 			last[hb.Node] = i
 		}
 	}
@@ -367,6 +393,9 @@ type Batch struct {
 // first, and counted as a duplicate. Rows come sorted by key so that
 // concurrent ingests take row locks in one order.
 func EncodeBatch(node string, b gpuwarden.FleetBatch) (Batch, error) {
+	if !Text(node) {
+		return Batch{}, gpuwarden.Errorf(gpuwarden.ENotFound, "ingest: node %q not found", node)
+	}
 	var out Batch
 	seen := make(map[int64]bool, len(b.Minutes))
 	for i, m := range b.Minutes {
@@ -393,6 +422,9 @@ func EncodeBatch(node string, b gpuwarden.FleetBatch) (Batch, error) {
 		if e.Seq <= 0 {
 			return Batch{}, gpuwarden.Errorf(gpuwarden.EInvalid, "ingest node %s: event %q has no sequence number", node, e.Kind).
 				WithHint("ship events as EventsAfter returns them, with their Seq")
+		}
+		if !Text(e.Kind, e.Severity, e.Message, e.Key) {
+			return Batch{}, gpuwarden.Errorf(gpuwarden.EInvalid, "ingest node %s: event %d: its kind, severity, message and key must be UTF-8 without NUL", node, e.Seq)
 		}
 		if seen[e.Seq] {
 			out.Dups++
