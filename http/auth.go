@@ -98,6 +98,9 @@ type authenticator struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedToken
+	// forgets counts forget calls: a record read while one happened may
+	// predate a revocation and is not cached.
+	forgets uint64
 }
 
 type cachedToken struct {
@@ -132,6 +135,7 @@ func (a *authenticator) lookup(ctx context.Context, id string) (gpuwarden.Token,
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.cache[id]
+	forgets := a.forgets
 	a.mu.Unlock()
 	if ok && now.Sub(c.read) < tokenCacheTTL && now.Sub(c.read) >= 0 {
 		return c.token, nil
@@ -144,7 +148,9 @@ func (a *authenticator) lookup(ctx context.Context, id string) (gpuwarden.Token,
 	if a.cache == nil {
 		a.cache = map[string]cachedToken{}
 	}
-	a.cache[id] = cachedToken{token: t, read: now}
+	if a.forgets == forgets {
+		a.cache[id] = cachedToken{token: t, read: now}
+	}
 	a.mu.Unlock()
 	return t, nil
 }
@@ -153,6 +159,7 @@ func (a *authenticator) lookup(ctx context.Context, id string) (gpuwarden.Token,
 func (a *authenticator) forget(id string) {
 	a.mu.Lock()
 	delete(a.cache, id)
+	a.forgets++
 	a.mu.Unlock()
 }
 

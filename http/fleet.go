@@ -77,7 +77,8 @@ func NewFleetServer(store gpuwarden.Fleet, log *slog.Logger) *FleetServer {
 	}
 	s.auth = &authenticator{store: store, now: s.now}
 	s.limits = &rateLimiter{now: s.now}
-	s.beats = &beatWriter{store: store, now: s.now, in: make(chan beatRequest, 4*maxHeartbeatBatch), log: s.log, observe: s.metrics.observeBeats}
+	s.beats = &beatWriter{store: store, now: s.now, in: make(chan beatRequest, 4*maxHeartbeatBatch), log: s.log, observe: s.metrics.observeBeats,
+		stopped: make(chan struct{})}
 	s.routes()
 	return s
 }
@@ -149,7 +150,8 @@ func (s *FleetServer) Handler() nethttp.Handler {
 // form posts to this server.
 var fleetContentSecurityPolicy = strings.Replace(contentSecurityPolicy, "form-action 'none'", "form-action 'self'", 1)
 
-// Start runs the heartbeat writer until ctx ends.
+// Start runs the heartbeat writer until ctx ends; it then commits what is
+// queued, and later heartbeats are refused with 503.
 func (s *FleetServer) Start(ctx context.Context) { go s.beats.run(ctx) }
 
 // Serve starts the heartbeat writer and listens on addr, with TLS when

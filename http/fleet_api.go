@@ -24,6 +24,9 @@ const (
 	maxGPUs      = 64
 	maxMessage   = 4096
 	maxEventData = 64 << 10
+	// maxEventKinds caps ?kind=: each kind is one SQL parameter, and the
+	// databases refuse a query with tens of thousands.
+	maxEventKinds = 64
 	// clockSkew is how far in the future an agent's minute may lie.
 	clockSkew = 5 * time.Minute
 )
@@ -120,6 +123,11 @@ func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc
 	if !finite(hb.GPUUtil) || hb.GPUUtil < 0 || hb.GPUUtil > 100 || len(hb.Diagnosis) > maxLabelLen {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "gpu_util must be 0–100 and diagnosis at most %d bytes", maxLabelLen)
 	}
+	// Checked here rather than left to the ledger: heartbeats are committed
+	// in groups, and one the ledger refuses would fail the whole group.
+	if !storableTime(hb.Time) || !storableTime(hb.IdleSince) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "time and idle_since must lie in the years 0 to 9999 UTC")
+	}
 	if err := s.writableNode(r.Context(), sc, hb.Node); err != nil {
 		return err
 	}
@@ -159,6 +167,8 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 		switch {
 		case m.Minute.IsZero() || !m.Minute.Equal(m.Minute.Truncate(time.Minute)):
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is not on a minute", i, m.Minute.Format(time.RFC3339Nano))
+		case !storableTime(m.Minute):
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is not in the years 0 to 9999 UTC", i, m.Minute.Format(time.RFC3339))
 		case m.Minute.After(now.Add(clockSkew)):
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is in the future", i, m.Minute.Format(time.RFC3339)).
 				WithHint("check the agent's clock")
@@ -178,6 +188,9 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: seq must be positive", i)
 		case e.Time.IsZero() || e.Kind == "" || len(e.Kind) > maxLabelLen || len(e.Key) > maxLabelLen || len(e.Severity) > maxLabelLen:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: needs a time and a kind of at most %d bytes", i, maxLabelLen)
+		case !storableTime(e.Time):
+			// Stored, it would make every later event listing fail to encode.
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: time %s is not in the years 0 to 9999 UTC", i, e.Time.Format(time.RFC3339))
 		case len(e.Message) > maxMessage || data > maxEventData:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: message or data too long", i)
 		}
@@ -194,6 +207,14 @@ func allPercent(fs []float64) bool {
 		}
 	}
 	return true
+}
+
+// storableTime reports whether t can be answered as JSON once stored:
+// RFC 3339 has four-digit years, and an offset can carry a time parsed in
+// range out of them once in UTC.
+func storableTime(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
 }
 
 func (s *FleetServer) listNodes(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
@@ -233,6 +254,9 @@ func (s *FleetServer) listEvents(w nethttp.ResponseWriter, r *nethttp.Request, s
 	q := gpuwarden.EventQuery{Project: p, Node: qv.Get("node"), Limit: 100}
 	if v := qv.Get("kind"); v != "" {
 		q.Kinds = strings.Split(v, ",")
+		if len(q.Kinds) > maxEventKinds {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "kind: at most %d kinds", maxEventKinds)
+		}
 	}
 	if v := qv.Get("since"); v != "" {
 		if q.Since, err = time.Parse(time.RFC3339, v); err != nil {
@@ -408,6 +432,11 @@ type beatWriter struct {
 	in      chan beatRequest
 	log     *slog.Logger
 	observe func(n int)
+	// stopped is closed once run has returned, after it answered every
+	// heartbeat it took: a later one is refused rather than left waiting
+	// for a writer that is gone.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 type beatRequest struct {
@@ -419,50 +448,80 @@ func (b *beatWriter) write(ctx context.Context, hb gpuwarden.Heartbeat) error {
 	req := beatRequest{hb: hb, done: make(chan error, 1)}
 	select {
 	case b.in <- req:
+	case <-b.stopped:
+		return errWriterStopped()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
 	case err := <-req.done:
 		return err
+	case <-b.stopped:
+		// run answers what it took before it closes stopped; a request
+		// queued after its last look is never taken.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return errWriterStopped()
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
+func errWriterStopped() error {
+	return gpuwarden.Errorf(gpuwarden.EEnvironment, "the server is shutting down").WithHint("send the heartbeat again")
+}
+
 func (b *beatWriter) run(ctx context.Context) {
+	defer b.stopOnce.Do(func() { close(b.stopped) })
 	batch := make([]beatRequest, 0, maxHeartbeatBatch)
-	hbs := make([]gpuwarden.Heartbeat, 0, maxHeartbeatBatch)
 	for {
-		batch, hbs = batch[:0], hbs[:0]
 		select {
 		case <-ctx.Done():
-			return
+			// Commit what is queued, so that no request waits on a writer
+			// that is gone; write refuses what comes after.
+			for {
+				if batch = b.take(batch[:0]); len(batch) == 0 {
+					return
+				}
+				b.commit(ctx, batch)
+			}
+		case req := <-b.in:
+			b.commit(ctx, b.take(append(batch[:0], req)))
+		}
+	}
+}
+
+// take adds to batch the heartbeats queued now, up to a full batch.
+func (b *beatWriter) take(batch []beatRequest) []beatRequest {
+	for len(batch) < maxHeartbeatBatch {
+		select {
 		case req := <-b.in:
 			batch = append(batch, req)
+		default:
+			return batch
 		}
-	drain:
-		for len(batch) < maxHeartbeatBatch {
-			select {
-			case req := <-b.in:
-				batch = append(batch, req)
-			default:
-				break drain
-			}
-		}
-		for _, req := range batch {
-			hbs = append(hbs, req.hb)
-		}
-		// The commit outlives a cancelled request: other requests share it.
-		err := b.store.RecordHeartbeats(context.WithoutCancel(ctx), b.now().UTC(), hbs)
-		if err != nil {
-			b.log.Error("store heartbeats", "n", len(hbs), "err", err)
-		} else if b.observe != nil {
-			b.observe(len(hbs))
-		}
-		for _, req := range batch {
-			req.done <- err
-		}
+	}
+	return batch
+}
+
+// commit stores a batch in one transaction and answers each request.
+func (b *beatWriter) commit(ctx context.Context, batch []beatRequest) {
+	hbs := make([]gpuwarden.Heartbeat, len(batch))
+	for i, req := range batch {
+		hbs[i] = req.hb
+	}
+	// The commit outlives a cancelled request: other requests share it.
+	err := b.store.RecordHeartbeats(context.WithoutCancel(ctx), b.now().UTC(), hbs)
+	if err != nil {
+		b.log.Error("store heartbeats", "n", len(hbs), "err", err)
+	} else if b.observe != nil {
+		b.observe(len(hbs))
+	}
+	for _, req := range batch {
+		req.done <- err
 	}
 }
 

@@ -25,6 +25,11 @@ func (s *FleetServer) reportRequest(q url.Values, sc scope, name string) (report
 		if req.Month, err = time.Parse("2006-01", v); err != nil {
 			return req, gpuwarden.Errorf(gpuwarden.EInvalid, "month %q is not YYYY-MM", v)
 		}
+		// The report ends where the next month begins, which must still
+		// have a four-digit year for the answer to encode.
+		if req.Month.AddDate(0, 1, 0).Year() > 9999 {
+			return req, gpuwarden.Errorf(gpuwarden.EInvalid, "month %q: use a month before 9999-12", v)
+		}
 	}
 	for key, dst := range map[string]*int{"days": &req.Days, "hours": &req.Hours} {
 		if v := q.Get(key); v != "" {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	nethttp "net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -344,6 +346,12 @@ func TestFleetBadRequests(t *testing.T) {
 		{"no such route", "GET", "/api/v1/nope", nil, 404},
 		{"no such report", "GET", "/api/v1/reports/nope", nil, 400},
 		{"bad month", "GET", "/api/v1/reports/spend?month=11-2026", nil, 400},
+		{"month ending past year 9999", "GET", "/api/v1/reports/spend?month=9999-12", nil, 400},
+		{"too many kinds", "GET", "/api/v1/events?kind=" + strings.Repeat("a,", maxEventKinds) + "a", nil, 400},
+		{"heartbeat time past year 9999", "POST", "/api/v1/heartbeat", `{"node":"n1","state":"running","time":"9999-12-31T23:30:00-01:00"}`, 400},
+		{"idle since before year 0", "POST", "/api/v1/heartbeat", `{"node":"n1","state":"running","idle_since":"0000-01-01T00:00:00+01:00"}`, 400},
+		{"event time past year 9999", "POST", "/api/v1/nodes/n1/batch", `{"events":[{"seq":1,"kind":"x","time":"9999-12-31T23:30:00-01:00"}]}`, 400},
+		{"minute before year 0", "POST", "/api/v1/nodes/n1/batch", `{"minutes":[{"minute":"0000-01-01T00:00:00+01:00","samples":1}]}`, 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -355,6 +363,10 @@ func TestFleetBadRequests(t *testing.T) {
 				t.Errorf("answer is not JSON: %q", body)
 			}
 		})
+	}
+	// What was refused left nothing behind that breaks a later read.
+	if got, body, _ := f.call("GET", "/api/v1/events", agent, nil); got != 200 {
+		t.Errorf("events after the bad requests = %d, want 200 (%s)", got, body)
 	}
 }
 
@@ -460,4 +472,233 @@ func FuzzFleetAPI(f *testing.F) {
 			t.Fatalf("%s %s: %d answer is not JSON: %q", r.method, r.path, code, out)
 		}
 	})
+}
+
+// gatedFleet is a real ledger whose heartbeat commits and token reads can
+// be held, so that tests can line requests up against the group commit and
+// the token cache.
+type gatedFleet struct {
+	gpuwarden.Fleet
+	// beatEntered hears of each commit that begins; the commit then waits
+	// until beatRelease is closed.
+	beatEntered chan struct{}
+	beatRelease chan struct{}
+
+	mu sync.Mutex
+	// tokenGate holds the next read of a token ID, after the read, until
+	// the channel is closed; tokenEntered hears that it is held.
+	tokenGate    map[string]chan struct{}
+	tokenEntered chan struct{}
+}
+
+func (g *gatedFleet) RecordHeartbeats(ctx context.Context, at time.Time, hbs []gpuwarden.Heartbeat) error {
+	if g.beatRelease != nil {
+		g.beatEntered <- struct{}{}
+		<-g.beatRelease
+	}
+	return g.Fleet.RecordHeartbeats(ctx, at, hbs)
+}
+
+func (g *gatedFleet) Token(ctx context.Context, id string) (gpuwarden.Token, error) {
+	t, err := g.Fleet.Token(ctx, id)
+	g.mu.Lock()
+	gate := g.tokenGate[id]
+	delete(g.tokenGate, id)
+	g.mu.Unlock()
+	if gate != nil {
+		g.tokenEntered <- struct{}{}
+		<-gate
+	}
+	return t, err
+}
+
+// newGatedServer builds a fleet server over a gated SQLite ledger, for
+// requests sent straight to its handler; the heartbeat writer is started
+// by the test.
+func newGatedServer(t *testing.T) (*FleetServer, *gatedFleet) {
+	t.Helper()
+	store, err := sqlite.OpenFleet(context.Background(), filepath.Join(t.TempDir(), "server.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	g := &gatedFleet{Fleet: store, tokenGate: map[string]chan struct{}{}, tokenEntered: make(chan struct{}, 1)}
+	srv := NewFleetServer(g, nil)
+	srv.RatePerSec = 0
+	return srv, g
+}
+
+// gatedToken stores a token and returns its secret.
+func gatedToken(t *testing.T, g *gatedFleet, project, role string) string {
+	t.Helper()
+	tk, secret, err := NewToken(project, role, "test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fleet.CreateToken(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+type answer struct {
+	code int
+	body string
+}
+
+// serve sends one request to the handler in this process and gives up
+// after a few seconds, so that a request that would hang fails the test.
+func serve(srv *FleetServer, method, path, token, body string) answer {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, method, path, strings.NewReader(body))
+	req.Host = "127.0.0.1"
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	return answer{rec.Code, rec.Body.String()}
+}
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func beatBody(id, at string) string {
+	return `{"node":"` + id + `","state":"running","time":"` + at + `"}`
+}
+
+// One agent's heartbeat that the ledger cannot store must not fail the
+// other heartbeats committed with it.
+func TestFleetBadHeartbeatSparesItsGroup(t *testing.T) {
+	srv, g := newGatedServer(t)
+	g.beatEntered, g.beatRelease = make(chan struct{}, 8), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv.Start(ctx)
+	agentA, agentB := gatedToken(t, g, "team-a", gpuwarden.RoleAgent), gatedToken(t, g, "team-b", gpuwarden.RoleAgent)
+	for _, n := range []struct{ token, id string }{{agentA, "a1"}, {agentB, "b1"}, {agentA, "a2"}} {
+		raw, _ := json.Marshal(node(n.id, "ana"))
+		if a := serve(srv, "POST", "/api/v1/register", n.token, string(raw)); a.code != 200 {
+			t.Fatalf("register %s: %+v", n.id, a)
+		}
+	}
+	tests := []struct {
+		name, token, body string
+		want              int
+	}{
+		{"first, holding the writer", agentA, beatBody("a1", "2026-11-29T12:00:00Z"), 204},
+		{"another project's bad time", agentB, beatBody("b1", "9999-12-31T23:30:00-01:00"), 400},
+		{"good, committed after", agentA, beatBody("a2", "2026-11-29T12:00:00Z"), 204},
+	}
+	got := make([]chan answer, len(tests))
+	for i, tt := range tests {
+		got[i] = make(chan answer, 1)
+		queued := len(srv.beats.in)
+		go func() { got[i] <- serve(srv, "POST", "/api/v1/heartbeat", tt.token, tt.body) }()
+		if i == 0 {
+			<-g.beatEntered // the writer holds the first one in its commit
+			continue
+		}
+		// Either queued behind the first commit or answered at once.
+		waitFor(t, tt.name, func() bool { return len(srv.beats.in) > queued || len(got[i]) > 0 })
+	}
+	close(g.beatRelease)
+	for i, tt := range tests {
+		if a := <-got[i]; a.code != tt.want {
+			t.Errorf("%s: status = %d, want %d (%s)", tt.name, a.code, tt.want, a.body)
+		}
+	}
+}
+
+// A heartbeat is answered when the writer stops: what was queued is
+// committed, what comes later is refused, and nothing waits for ever.
+func TestFleetHeartbeatWriterStops(t *testing.T) {
+	srv, g := newGatedServer(t)
+	g.beatEntered, g.beatRelease = make(chan struct{}, 8), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv.Start(ctx)
+	agent := gatedToken(t, g, "ml", gpuwarden.RoleAgent)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		raw, _ := json.Marshal(node(id, "ana"))
+		if a := serve(srv, "POST", "/api/v1/register", agent, string(raw)); a.code != 200 {
+			t.Fatalf("register %s: %+v", id, a)
+		}
+	}
+	first, queued := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		first <- serve(srv, "POST", "/api/v1/heartbeat", agent, beatBody("n1", "2026-11-29T12:00:00Z"))
+	}()
+	<-g.beatEntered
+	go func() {
+		queued <- serve(srv, "POST", "/api/v1/heartbeat", agent, beatBody("n2", "2026-11-29T12:00:00Z"))
+	}()
+	waitFor(t, "the second heartbeat to queue", func() bool { return len(srv.beats.in) == 1 })
+	cancel()
+	close(g.beatRelease)
+	waitFor(t, "the writer to stop", func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*beatWriter).run")
+	})
+	tests := []struct {
+		name string
+		got  func() answer
+		want int
+	}{
+		{"in the commit when stopped", func() answer { return <-first }, 204},
+		{"queued when stopped", func() answer { return <-queued }, 204},
+		{"sent after the stop", func() answer {
+			return serve(srv, "POST", "/api/v1/heartbeat", agent, beatBody("n3", "2026-11-29T12:00:00Z"))
+		}, 503},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if a := tt.got(); a.code != tt.want {
+				t.Errorf("status = %d, want %d (%s)", a.code, tt.want, a.body)
+			}
+		})
+	}
+}
+
+// A revocation through this server applies at once, even to a token whose
+// record was being read when it was revoked.
+func TestFleetRevokeDuringTokenRead(t *testing.T) {
+	srv, g := newGatedServer(t)
+	admin, viewer := gatedToken(t, g, "ml", gpuwarden.RoleAdmin), gatedToken(t, g, "ml", gpuwarden.RoleViewer)
+	id, _, _ := splitToken(viewer)
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.tokenGate[id] = gate
+	g.mu.Unlock()
+	before := make(chan answer, 1)
+	go func() { before <- serve(srv, "GET", "/api/v1/nodes", viewer, "") }()
+	<-g.tokenEntered // the viewer's record is read, not yet cached
+	if a := serve(srv, "DELETE", "/api/v1/tokens/"+id, admin, ""); a.code != 204 {
+		t.Fatalf("revoke: %+v", a)
+	}
+	close(gate)
+	<-before // sent before the revocation: either answer will do
+	tests := []struct {
+		name, token string
+		want        int
+	}{
+		{"revoked viewer", viewer, 401},
+		{"admin", admin, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if a := serve(srv, "GET", "/api/v1/nodes", tt.token, ""); a.code != tt.want {
+				t.Errorf("status = %d, want %d (%s)", a.code, tt.want, a.body)
+			}
+		})
+	}
 }
