@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden/ledgertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -34,6 +36,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	ledgertest.StopPostgres() // the server the postgres cases shared, if one started
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

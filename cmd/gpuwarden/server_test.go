@@ -30,9 +30,9 @@ type fleetServer struct {
 	url, admin string
 }
 
-func startServer(t *testing.T, dir, db string) *fleetServer {
+func startServer(t *testing.T, dir, db string, flags ...string) *fleetServer {
 	t.Helper()
-	p := startProc(t, dir, "server", "--db", db, "--addr", "127.0.0.1:0")
+	p := startProc(t, dir, append([]string{"server", "--db", db, "--addr", "127.0.0.1:0"}, flags...)...)
 	line := p.wait(t, `fleet server up`, 20*time.Second)
 	m := regexp.MustCompile(`url=(http://\S+)/`).FindStringSubmatch(line)
 	if m == nil {
@@ -218,7 +218,9 @@ func TestServerKill9KeepsAckedWrites(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			db := dsn(t, dir)
-			srv := startServer(t, dir, db)
+			// No rate limit: the agents and the replay send as fast as the
+			// server answers, and what is tested is what survives the kill.
+			srv := startServer(t, dir, db, "--rate-limit", "0")
 			admin := writeFile(t, filepath.Join(dir, "admin.token"), srv.admin)
 			r := gwLive(t, dir, "token", "create", "--project", "ml", "--role", "agent", "--server", srv.url, "--token-file", admin)
 			token := strings.TrimSpace(r.stdout)
@@ -269,7 +271,7 @@ func TestServerKill9KeepsAckedWrites(t *testing.T) {
 				t.Fatalf("only %d batches acknowledged before the kill", len(done))
 			}
 
-			srv2 := startServer(t, dir, db)
+			srv2 := startServer(t, dir, db, "--rate-limit", "0")
 			cl, err := gwhttp.NewClient(srv2.url, token, nil)
 			if err != nil {
 				t.Fatal(err)
