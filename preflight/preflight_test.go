@@ -207,7 +207,7 @@ func TestOversizedPlanThenFixed(t *testing.T) {
 			t.Errorf("after the fixes %s still fails: %s", it.ID, it.Evidence)
 		}
 	}
-	if !strings.Contains(string(fixed), "# no limit, so no alert will ever fire") && !strings.Contains(string(fixed), "A 7B chat model") {
+	if !strings.Contains(string(fixed), "# per month; 0 is no limit, and no alert can fire") || !strings.Contains(string(fixed), "A 7B chat model") {
 		t.Error("the fixes lost the file's comments")
 	}
 }
