@@ -29,17 +29,22 @@ var migrationFiles embed.FS
 // status`, the dashboard) never blocks the sampler, a busy timeout so that a
 // second process waits instead of failing, NORMAL sync because WAL keeps the
 // file consistent and losing the last second of samples on power loss is
-// fine, incremental auto-vacuum so that Compact can hand pages back (it only
-// takes effect on a new file), and IMMEDIATE transactions so that a
-// transaction that reads before it writes (Compact, migrations) takes the
-// write lock up front, where busy_timeout applies, rather than failing with
-// SQLITE_BUSY when it upgrades.
+// fine, and IMMEDIATE transactions so that a transaction that reads before it
+// writes (Compact, migrations) takes the write lock up front, where
+// busy_timeout applies, rather than failing with SQLITE_BUSY when it upgrades.
 const pragmas = "_pragma=busy_timeout(5000)" +
 	"&_pragma=journal_mode(WAL)" +
 	"&_pragma=foreign_keys(1)" +
 	"&_pragma=synchronous(NORMAL)" +
-	"&_auto_vacuum=INCREMENTAL" +
 	"&_txlock=immediate"
+
+// newFilePragmas are added for a file that does not exist yet: incremental
+// auto-vacuum, so that Compact can hand pages back, takes effect only on a
+// new file. On an existing one the pragma is a write that, when another
+// connection commits between its read and its write, fails at once with
+// SQLITE_BUSY (a stale snapshot, which no busy timeout waits out): a reader
+// opened while the server or the agent writes failed that way.
+const newFilePragmas = "&_auto_vacuum=INCREMENTAL"
 
 // Ledger is the agent's ledger in one SQLite file; it is safe for concurrent
 // use, and its writes go through one connection, one at a time.
@@ -88,7 +93,11 @@ func openDB(ctx context.Context, op, path string) (*sql.DB, string, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
-	db, err := sql.Open("sqlite", dsn(abs))
+	uri := dsn(abs)
+	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0 {
+		uri += newFilePragmas
+	}
+	db, err := sql.Open("sqlite", uri)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
