@@ -59,6 +59,22 @@ type Event struct {
 	Seq int64 `json:"seq,omitempty"`
 }
 
+// The most one event may carry to the fleet server: the server refuses an
+// event over either, and the agent cuts what it ships to fit.
+const (
+	MaxEventMessage = 4096     // bytes of Message
+	MaxEventData    = 64 << 10 // bytes of Data, as DataSize counts them
+)
+
+// DataSize is the bytes of the event's data keys and values.
+func (e Event) DataSize() int {
+	n := 0
+	for k, v := range e.Data {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 // Ledger stores what an agent measured and did, so that a restart keeps its
 // clocks and never repeats an alert.
 type Ledger interface {

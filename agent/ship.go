@@ -24,19 +24,12 @@ const (
 	shipMinutesKey = "fleet.minutes.next"
 )
 
-// Shipper limits: a batch stays well under the server's body limit (1 MiB
-// by default), and an event within the server's limits on one event
-// (http/fleet_api.go), which refuses what is over them.
+// shipBatchItems and shipBatchBytes keep a batch well under the server's
+// body limit (1 MiB by default); shipBatchBytes counts the events as JSON,
+// as they go on the wire.
 const (
 	shipBatchItems = 500
-	// shipBatchBytes counts the events as JSON, as they go on the wire.
 	shipBatchBytes = 512 << 10
-	// MaxShippedEventData is what one event may carry to the server; a
-	// larger one (a burn-in report with a long telemetry trace) is sent
-	// with its data cut, rather than refused and skipped.
-	MaxShippedEventData = 64 << 10
-	// MaxShippedEventMessage is the longest message the server takes.
-	MaxShippedEventMessage = 4096
 )
 
 // Shipper reports the agent to a fleet server: it registers the node,
@@ -220,7 +213,7 @@ func fitBatch(evs []gpuwarden.Event) []gpuwarden.Event {
 	total := 0
 	for i := range evs {
 		evs[i] = fitEvent(evs[i])
-		size := len(evs[i].Message) + dataSize(evs[i].Data)
+		size := len(evs[i].Message) + evs[i].DataSize()
 		if b, err := json.Marshal(evs[i]); err == nil {
 			size = len(b) // escaping can make the wire size much larger
 		}
@@ -233,27 +226,29 @@ func fitBatch(evs []gpuwarden.Event) []gpuwarden.Event {
 }
 
 // fitEvent cuts an event's message and data to what the server takes,
-// keeping the short data values (the verdict, the node) that fit.
+// rather than have it refused and skipped: a burn-in report loses its
+// telemetry trace first; otherwise the short data values (the verdict, the
+// node) that fit are kept.
 func fitEvent(e gpuwarden.Event) gpuwarden.Event {
-	if len(e.Message) > MaxShippedEventMessage {
-		e.Message = strings.ToValidUTF8(e.Message[:MaxShippedEventMessage], "")
+	if len(e.Message) > gpuwarden.MaxEventMessage {
+		e.Message = strings.ToValidUTF8(e.Message[:gpuwarden.MaxEventMessage], "")
 	}
-	size := dataSize(e.Data)
-	if size <= MaxShippedEventData {
+	size := e.DataSize()
+	if size <= gpuwarden.MaxEventData {
 		return e
 	}
 	if slim, ok := withoutTelemetry(e.Data["report"]); ok {
-		data := maps.Clone(e.Data)
-		data["report"] = slim
-		data["truncated"] = "the report's telemetry trace was left out"
-		if n := dataSize(data); n <= MaxShippedEventData {
-			e.Data = data
-			return e
+		cut := e
+		cut.Data = maps.Clone(e.Data)
+		cut.Data["report"] = slim
+		cut.Data["truncated"] = "the report's telemetry trace was left out"
+		if cut.DataSize() <= gpuwarden.MaxEventData {
+			return cut
 		}
 	}
 	note := fmt.Sprintf("%d bytes of data were too large to ship", size)
 	data := map[string]string{"truncated": note}
-	budget := MaxShippedEventData - len("truncated") - len(note)
+	budget := gpuwarden.MaxEventData - len("truncated") - len(note)
 	for _, k := range slices.Sorted(maps.Keys(e.Data)) {
 		v := e.Data[k]
 		if _, taken := data[k]; taken || len(v) > maxLabel || len(k)+len(v) > budget {
@@ -283,15 +278,6 @@ func withoutTelemetry(report string) (string, bool) {
 		return "", false
 	}
 	return string(b), true
-}
-
-// dataSize is an event's data as the server counts it.
-func dataSize(data map[string]string) int {
-	n := 0
-	for k, v := range data {
-		n += len(k) + len(v)
-	}
-	return n
 }
 
 // maxLabel is the longest data value kept when an event's data is cut.

@@ -14,13 +14,9 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// The fleet server's limits on what an agent sends (http/fleet.go,
-// http/fleet_api.go): the fake server below refuses what they refuse.
-const (
-	serverMaxBody      = 1 << 20
-	serverMaxMessage   = 4096
-	serverMaxEventData = 64 << 10
-)
+// serverMaxBody is the fleet server's default body limit (http/fleet.go);
+// the fake server below refuses what the server refuses.
+const serverMaxBody = 1 << 20
 
 // fakeUplink is the fleet server as the shipper sees it: it refuses a body
 // or an event over the server's limits as the server does (EInvalid), then
@@ -78,7 +74,7 @@ func (u *fakeUplink) check(b gpuwarden.FleetBatch) error {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "request body over %d bytes", serverMaxBody)
 	}
 	for i, e := range b.Events {
-		if len(e.Message) > serverMaxMessage || serverDataSize(e.Data) > serverMaxEventData {
+		if len(e.Message) > gpuwarden.MaxEventMessage || e.DataSize() > gpuwarden.MaxEventData {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: message or data too long", i)
 		}
 	}
@@ -86,15 +82,6 @@ func (u *fakeUplink) check(b gpuwarden.FleetBatch) error {
 		return u.refuse(b)
 	}
 	return nil
-}
-
-// serverDataSize counts an event's data as the server does.
-func serverDataSize(d map[string]string) int {
-	n := 0
-	for k, v := range d {
-		n += len(k) + len(v)
-	}
-	return n
 }
 
 func (u *fakeUplink) kinds() []string {
@@ -125,7 +112,7 @@ func (h *harness) record(events ...gpuwarden.Event) {
 }
 
 // TestShipCutsEventsToTheServerLimits checks that an event too large for
-// the server is shipped cut, as MaxShippedEventData promises, rather than
+// the server is shipped cut, as fitEvent promises, rather than
 // refused by the server and then skipped, i.e. lost.
 func TestShipCutsEventsToTheServerLimits(t *testing.T) {
 	many := map[string]string{}
@@ -164,11 +151,11 @@ func TestShipCutsEventsToTheServerLimits(t *testing.T) {
 				t.Fatalf("server got %v, want [%s]", got, tc.event.Kind)
 			}
 			e := u.events[0]
-			if len(e.Message) > serverMaxMessage || !utf8.ValidString(e.Message) {
-				t.Errorf("message of %d bytes (valid UTF-8 %v), want at most %d", len(e.Message), utf8.ValidString(e.Message), serverMaxMessage)
+			if len(e.Message) > gpuwarden.MaxEventMessage || !utf8.ValidString(e.Message) {
+				t.Errorf("message of %d bytes (valid UTF-8 %v), want at most %d", len(e.Message), utf8.ValidString(e.Message), gpuwarden.MaxEventMessage)
 			}
-			if got := serverDataSize(e.Data); got > serverMaxEventData {
-				t.Errorf("data of %d bytes, want at most %d", got, serverMaxEventData)
+			if got := e.DataSize(); got > gpuwarden.MaxEventData {
+				t.Errorf("data of %d bytes, want at most %d", got, gpuwarden.MaxEventData)
 			}
 			if _, got := e.Data["truncated"]; got != tc.wantCut {
 				t.Errorf("truncated note %v, want %v (data keys %d)", got, tc.wantCut, len(e.Data))

@@ -19,11 +19,9 @@ var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 // Field limits of what an agent sends: generous for real boxes, small
 // enough that no request can make a row enormous.
 const (
-	maxLabelLen  = 256
-	maxExtra     = 32
-	maxGPUs      = 64
-	maxMessage   = 4096
-	maxEventData = 64 << 10
+	maxLabelLen = 256
+	maxExtra    = 32
+	maxGPUs     = 64
 	// maxEventKinds caps ?kind=: each kind is one SQL parameter, and the
 	// databases refuse a query with tens of thousands.
 	maxEventKinds = 64
@@ -179,10 +177,6 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 		}
 	}
 	for i, e := range b.Events {
-		data := 0
-		for k, v := range e.Data {
-			data += len(k) + len(v)
-		}
 		switch {
 		case e.Seq <= 0:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: seq must be positive", i)
@@ -191,7 +185,7 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 		case !storableTime(e.Time):
 			// Stored, it would make every later event listing fail to encode.
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: time %s is not in the years 0 to 9999 UTC", i, e.Time.Format(time.RFC3339))
-		case len(e.Message) > maxMessage || data > maxEventData:
+		case len(e.Message) > gpuwarden.MaxEventMessage || e.DataSize() > gpuwarden.MaxEventData:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: message or data too long", i)
 		}
 	}

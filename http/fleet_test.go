@@ -572,6 +572,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// holdBeats makes each heartbeat commit announce itself on g.beatEntered
+// and wait until g.beatRelease is closed, and starts the heartbeat writer;
+// cancel stops it.
+func holdBeats(t *testing.T, srv *FleetServer, g *gatedFleet) (cancel context.CancelFunc) {
+	g.beatEntered, g.beatRelease = make(chan struct{}, 8), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv.Start(ctx)
+	return cancel
+}
+
+// registerNode registers node id with token through the handler.
+func registerNode(t *testing.T, srv *FleetServer, token, id string) {
+	t.Helper()
+	raw, _ := json.Marshal(node(id, "ana"))
+	if a := serve(srv, "POST", "/api/v1/register", token, string(raw)); a.code != 200 {
+		t.Fatalf("register %s: %+v", id, a)
+	}
+}
+
 func beatBody(id, at string) string {
 	return `{"node":"` + id + `","state":"running","time":"` + at + `"}`
 }
@@ -580,17 +600,11 @@ func beatBody(id, at string) string {
 // other heartbeats committed with it.
 func TestFleetBadHeartbeatSparesItsGroup(t *testing.T) {
 	srv, g := newGatedServer(t)
-	g.beatEntered, g.beatRelease = make(chan struct{}, 8), make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv.Start(ctx)
+	holdBeats(t, srv, g)
 	agentA, agentB := gatedToken(t, g, "team-a", gpuwarden.RoleAgent), gatedToken(t, g, "team-b", gpuwarden.RoleAgent)
-	for _, n := range []struct{ token, id string }{{agentA, "a1"}, {agentB, "b1"}, {agentA, "a2"}} {
-		raw, _ := json.Marshal(node(n.id, "ana"))
-		if a := serve(srv, "POST", "/api/v1/register", n.token, string(raw)); a.code != 200 {
-			t.Fatalf("register %s: %+v", n.id, a)
-		}
-	}
+	registerNode(t, srv, agentA, "a1")
+	registerNode(t, srv, agentB, "b1")
+	registerNode(t, srv, agentA, "a2")
 	tests := []struct {
 		name, token, body string
 		want              int
@@ -623,16 +637,10 @@ func TestFleetBadHeartbeatSparesItsGroup(t *testing.T) {
 // committed, what comes later is refused, and nothing waits for ever.
 func TestFleetHeartbeatWriterStops(t *testing.T) {
 	srv, g := newGatedServer(t)
-	g.beatEntered, g.beatRelease = make(chan struct{}, 8), make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv.Start(ctx)
+	cancel := holdBeats(t, srv, g)
 	agent := gatedToken(t, g, "ml", gpuwarden.RoleAgent)
 	for _, id := range []string{"n1", "n2", "n3"} {
-		raw, _ := json.Marshal(node(id, "ana"))
-		if a := serve(srv, "POST", "/api/v1/register", agent, string(raw)); a.code != 200 {
-			t.Fatalf("register %s: %+v", id, a)
-		}
+		registerNode(t, srv, agent, id)
 	}
 	first, queued := make(chan answer, 1), make(chan answer, 1)
 	go func() {
