@@ -88,16 +88,12 @@ launch_id=$GPUWARDEN_LAUNCH_ID; ` + "`gpuwarden report provisioning`" + ` sums i
 func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
-	}
-	ledger, err := sqlite.Open(ctx, filepath.Join(f.dataDir, "ledger.db"))
-	if err != nil {
-		return err
-	}
-	defer ledger.Close()
-	rec := &ledgerRecorder{ledger: ledger, now: a.now}
 	if f.list || f.cleanup {
+		ledger, rec, err := a.openLaunchLedger(ctx, f.dataDir)
+		if err != nil {
+			return err
+		}
+		defer ledger.Close()
 		attempts, err := launch.Recorded(ctx, ledger)
 		if err != nil {
 			return err
@@ -149,6 +145,13 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 			return waitForAgent(ctx, cl, launchID)
 		}
 	}
+	// Opened once the plan and flags are known good, so that a bad
+	// invocation leaves no ledger behind.
+	ledger, rec, err := a.openLaunchLedger(ctx, f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
 	res, err := launch.Run(ctx, opt, rec)
 	if f.output == "json" {
 		if jerr := writeJSON(a.stdout, res); jerr != nil {
@@ -156,6 +159,19 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 		}
 	}
 	return err
+}
+
+// openLaunchLedger opens (or creates) the ledger in dataDir that records
+// every launch attempt.
+func (a *app) openLaunchLedger(ctx context.Context, dataDir string) (*sqlite.Ledger, *ledgerRecorder, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", dataDir, err)
+	}
+	ledger, err := sqlite.Open(ctx, filepath.Join(dataDir, "ledger.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return ledger, &ledgerRecorder{ledger: ledger, now: a.now}, nil
 }
 
 // waitForAgent polls the fleet server until a node labelled with the

@@ -121,3 +121,38 @@ func TestLaunchAuthStopsAndCleanupRuns(t *testing.T) {
 		t.Errorf("a second cleanup ran stop commands again:\n%s", r.stderr)
 	}
 }
+
+// TestLaunchBadInputLeavesNothing checks that an invocation refused for
+// its input exits 2 and writes no ledger.
+func TestLaunchBadInputLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("targets:\n  - name: a\n    provider: aws\n    lanch: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noTargets := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(noTargets, []byte("workload:\n  kind: inference\n  params_b: 7\nwork_hours: 10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, want string
+		args       []string
+	}{
+		{"missing plan", "nope.yaml", []string{filepath.Join(dir, "nope.yaml")}},
+		{"unknown field", "bad.yaml:4:5: targets[0].lanch", []string{bad}},
+		{"no targets", "has no targets", []string{noTargets}},
+		{"unknown target", "--target [zz]", []string{launchPlan(t, dir, "ok.sh"), "--target", "zz"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := filepath.Join(dir, "data")
+			r := gwLive(t, dir, append([]string{"launch", "--data-dir", data}, tt.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("the refused launch left %s behind (%v)", data, err)
+			}
+		})
+	}
+}
