@@ -108,23 +108,85 @@ type Notifier interface {
 // Notice is a cloud's warning that the box will go away or be disturbed.
 type Notice struct {
 	Provider string `json:"provider"`
-	// Kind is preemption, rebalance, maintenance, reboot or redeploy.
+	// Kind is one of the NoticeEffects kinds: preemption, rebalance,
+	// maintenance, reboot, redeploy or migration.
 	Kind string `json:"kind"`
-	// At is when the provider says it happens; zero when it does not say.
+	// At is when the provider says it happens (AWS's spot time, a scheduled
+	// event's NotBefore); zero when it does not say.
 	At     time.Time `json:"at,omitempty"`
 	Detail string    `json:"detail,omitempty"`
-	// ID tells two notices apart; the same ID is the same notice.
+	// ID tells two notices apart and stays the same for one event, even
+	// when the provider re-sends it with a moved time.
 	ID string `json:"id"`
 }
 
 // The notice kinds.
 const (
-	NoticePreemption  = "preemption"
-	NoticeRebalance   = "rebalance"
+	// NoticePreemption: the box goes away for good (AWS spot
+	// instance-action, GCP preempted, Azure Preempt or Terminate).
+	NoticePreemption = "preemption"
+	// NoticeRebalance: AWS advises that the spot box is at elevated risk;
+	// nothing happens to it yet.
+	NoticeRebalance = "rebalance"
+	// NoticeMaintenance: the box stops or loses its host at At (AWS
+	// instance-stop, instance-retirement, system-maintenance; GCP
+	// TERMINATE_ON_HOST_MAINTENANCE) and may come back.
 	NoticeMaintenance = "maintenance"
-	NoticeReboot      = "reboot"
-	NoticeRedeploy    = "redeploy"
+	// NoticeReboot: the box reboots at At.
+	NoticeReboot = "reboot"
+	// NoticeRedeploy: Azure moves the VM to another host at At; local disks are lost.
+	NoticeRedeploy = "redeploy"
+	// NoticeMigration: the box is live-migrated or frozen for seconds
+	// (GCP MIGRATE_ON_HOST_MAINTENANCE, Azure Freeze); processes survive.
+	NoticeMigration = "migration"
 )
+
+// NoticeEffect is what one kind of notice means for the box and for a
+// supervised job: the one policy table the supervisor acts on, the agent's
+// alerts word and the README prints.
+type NoticeEffect struct {
+	Kind string `json:"kind"`
+	// Ends: the box goes away for good; the job is stopped before At and
+	// never restarted on this box.
+	Ends bool `json:"ends"`
+	// Interrupts: the box stops, reboots or moves at At and may come back;
+	// the job is stopped a lead time before At, not at once.
+	Interrupts bool `json:"interrupts"`
+	// Summary says it in words, for alerts and the README.
+	Summary string `json:"summary"`
+	// Action is what `gpuwarden run` does, in words.
+	Action string `json:"action"`
+}
+
+// NoticeEffects is the policy, one row per kind, in the order the README lists them.
+var NoticeEffects = []NoticeEffect{
+	{Kind: NoticePreemption, Ends: true, Summary: "the box goes away for good",
+		Action: "checkpoint now, stop the job before the deadline, do not restart on this box; wait for the end, then exit 75 (preempted) so a launcher can requeue"},
+	{Kind: NoticeRebalance, Summary: "advice: this spot box is at elevated risk of interruption",
+		Action: "checkpoint now as insurance, keep the job running, alert"},
+	{Kind: NoticeMaintenance, Interrupts: true, Summary: "the box stops or loses its host",
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+	{Kind: NoticeReboot, Interrupts: true, Summary: "the box reboots",
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+	{Kind: NoticeRedeploy, Interrupts: true, Summary: "the VM moves to another host and loses its local disks",
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+	{Kind: NoticeMigration, Summary: "the box is live-migrated or frozen for seconds; processes survive",
+		Action: "checkpoint now as insurance, keep the job running"},
+}
+
+// EffectOf returns the policy row for a notice's kind; an unknown kind is
+// treated as maintenance, the cautious reading that still does not stop a
+// job at once.
+func EffectOf(kind string) NoticeEffect {
+	for _, e := range NoticeEffects {
+		if e.Kind == kind {
+			return e
+		}
+	}
+	e := NoticeEffects[2]
+	e.Kind = kind
+	return e
+}
 
 // Diagnosis says why the GPUs sleep, from a window of samples.
 type Diagnosis struct {

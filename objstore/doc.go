@@ -7,7 +7,16 @@
 // NAME/manifest.json and write the manifest last, so a push that dies half
 // way leaves no manifest and List never offers it. Files already held with
 // the same size and sha256 are skipped, which makes a repeated or resumed
-// sync send only what changed. Every pull re-hashes what it receives against
-// the manifest before the checkpoint appears under its name, because a
-// resume from silently damaged weights costs more than a fresh start.
+// sync send only what changed. A push succeeds only once the store has been
+// seen holding every file and the manifest read back equals the one sent,
+// so a caller may call the checkpoint durable. Every pull re-hashes what it
+// receives against the manifest before the checkpoint appears under its
+// name, because a resume from silently damaged weights costs more than a
+// fresh start.
+//
+// A store is often shared, so gpuwarden deletes only what it wrote: Delete
+// removes exactly the files a checkpoint's manifest lists (the manifest
+// first), never a file beside them and nothing without a manifest, and Keep
+// applies --keep only to checkpoints named the way the supervisor names
+// them. A local store never follows a symlink beneath its directory.
 package objstore

@@ -11,6 +11,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/manifest"
@@ -18,6 +21,11 @@ import (
 
 // Local keeps checkpoints in a directory, typically another disk or a network
 // mount, as DIR/NAME/FILE and DIR/NAME/manifest.json.
+//
+// Dir itself may be a symlink (a mount point often is), but nothing beneath
+// it may be: gpuwarden never writes one, so a link there was put by someone
+// else, and following it would let a push, pull or delete reach data outside
+// the store. Every operation refuses such a checkpoint and List skips it.
 type Local struct {
 	// Dir is the store's root directory.
 	Dir string
@@ -36,7 +44,10 @@ func (l *Local) Where() string { return l.Dir }
 func (l *Local) Region(ctx context.Context) (string, error) { return "", nil }
 
 // Push copies cp's files to DIR/NAME, skipping each file whose copy there
-// already has the same size and sha256, and writes the manifest last.
+// already has the same size and sha256, and writes the manifest last. It
+// returns nil only once the store durably holds every file and the manifest
+// read back from it is byte for byte the one written, so that a caller may
+// call the checkpoint durable.
 func (l *Local) Push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if err := l.push(ctx, cp); err != nil {
 		return fmt.Errorf("push %s to %s: %w", cp.Name, l.Dir, err)
@@ -52,26 +63,81 @@ func (l *Local) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	dest := filepath.Join(l.Dir, cp.Name)
-	if err := hideChanged(dest, cp); err != nil {
+	tree, err := l.tree(cp.Name)
+	if err != nil {
 		return err
 	}
-	for _, f := range cp.Files {
+	// Every path is checked before anything is written, so that a link
+	// found half way cannot leave a partial copy outside the store.
+	mpath, err := tree.path(manifest.Name)
+	if err != nil {
+		return err
+	}
+	dsts := make([]string, len(cp.Files))
+	for i, f := range cp.Files {
+		if dsts[i], err = tree.path(f.Path); err != nil {
+			return err
+		}
+	}
+	if err := hideChanged(tree.root, cp); err != nil {
+		return err
+	}
+	for i, f := range cp.Files {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		dst := filepath.Join(dest, filepath.FromSlash(f.Path))
-		if sameLocalFile(dst, f) {
+		if sameLocalFile(dsts[i], f) {
 			continue
 		}
-		if err := copyVerified(ctx, filepath.Join(cp.Path, filepath.FromSlash(f.Path)), dst, f); err != nil {
+		if err := copyVerified(ctx, filepath.Join(cp.Path, filepath.FromSlash(f.Path)), dsts[i], f); err != nil {
 			return err
 		}
 		if l.Sent != nil {
 			l.Sent(f.Path, f.Size)
 		}
 	}
-	return manifest.WriteFileAtomic(filepath.Join(dest, manifest.Name), bytes.NewReader(data), nil)
+	if err := os.MkdirAll(tree.root, 0o755); err != nil {
+		return err
+	}
+	if err := l.syncDirs(tree.root, cp); err != nil {
+		return err
+	}
+	if err := manifest.WriteFileAtomic(mpath, bytes.NewReader(data), nil); err != nil {
+		return err
+	}
+	back, err := os.ReadFile(mpath)
+	if err != nil {
+		return fmt.Errorf("read manifest back: %w", err)
+	}
+	if !bytes.Equal(back, data) {
+		return manifestDiffers(cp.Name, len(data), len(back))
+	}
+	return nil
+}
+
+// syncDirs fsyncs the store's directory and every directory of the
+// checkpoint, so that the entries MkdirAll created are on disk before the
+// manifest that vouches for the files beneath them.
+func (l *Local) syncDirs(root string, cp gpuwarden.Checkpoint) error {
+	dirs := map[string]bool{l.Dir: true, root: true}
+	for _, f := range cp.Files {
+		for d := filepath.Dir(filepath.Join(root, filepath.FromSlash(f.Path))); d != root && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		if err := manifest.SyncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// manifestDiffers is the error for a store that did not keep the manifest
+// it was sent: nothing it holds of the checkpoint can be trusted.
+func manifestDiffers(name string, sent, got int) error {
+	return gpuwarden.Errorf(gpuwarden.EInternal, "manifest of %s read back from the store differs from the one written (%d bytes written, %d read back)", name, sent, got).
+		WithHint("the store does not keep what it is sent; check its disk or server, then sync again")
 }
 
 // hideChanged removes the manifest of an earlier push under the same name
@@ -121,7 +187,9 @@ func copyVerified(ctx context.Context, src, dst string, f gpuwarden.ManifestFile
 }
 
 // List returns the checkpoints under Dir that have a manifest, oldest first,
-// each with Path set to its directory in the store.
+// each with Path set to its directory in the store. A checkpoint that is a
+// symlink or holds one on the way to its manifest or a listed file is left
+// out, since Pull and Delete would refuse it.
 func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 	entries, err := os.ReadDir(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -133,27 +201,60 @@ func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 	}
 	cps := []gpuwarden.Checkpoint{}
 	for _, e := range entries {
+		// DirEntry types come from lstat, so a linked directory is no dir.
 		if !e.IsDir() || manifest.CheckName(e.Name()) != nil {
 			continue
 		}
-		dir := filepath.Join(l.Dir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, manifest.Name))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // a torn push: files without a manifest
-		}
+		cp, ok, err := l.listed(e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", l.Dir, err)
 		}
-		cp, err := manifest.Decode(data, e.Name())
-		if err != nil {
-			// A foreign or damaged manifest must not hide the good ones.
-			continue
+		if ok {
+			cps = append(cps, cp)
 		}
-		cp.Path = dir
-		cps = append(cps, cp)
 	}
 	sortCheckpoints(cps)
 	return cps, nil
+}
+
+// listed reads the checkpoint under name for List: ok is false for a torn
+// push, a foreign or damaged manifest, or a symlink in the way, none of
+// which may hide the good checkpoints; err is kept for a store that
+// cannot be read.
+func (l *Local) listed(name string) (cp gpuwarden.Checkpoint, ok bool, err error) {
+	// A refusal (a symlink) is EInvalid; anything else is the disk's.
+	skip := func(err error) (gpuwarden.Checkpoint, bool, error) {
+		if gpuwarden.ErrorCodeOf(err) == gpuwarden.EInvalid {
+			return gpuwarden.Checkpoint{}, false, nil
+		}
+		return gpuwarden.Checkpoint{}, false, err
+	}
+	tree, err := l.tree(name)
+	if err != nil {
+		return skip(err)
+	}
+	mpath, err := tree.path(manifest.Name)
+	if err != nil {
+		return skip(err)
+	}
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cp, false, nil // a torn push: files without a manifest
+	}
+	if err != nil {
+		return cp, false, err
+	}
+	cp, err = manifest.Decode(data, name)
+	if err != nil {
+		return cp, false, nil
+	}
+	for _, f := range cp.Files {
+		if _, err := tree.path(f.Path); err != nil {
+			return skip(err)
+		}
+	}
+	cp.Path = tree.root
+	return cp, true, nil
 }
 
 // Pull copies checkpoint name into dir/NAME, verifying every file's sha256.
@@ -169,8 +270,14 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 	if err := manifest.CheckName(name); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
-	src := filepath.Join(l.Dir, name)
-	cp, err := manifest.Read(src)
+	tree, err := l.tree(name)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, err
+	}
+	if _, err := tree.path(manifest.Name); err != nil {
+		return gpuwarden.Checkpoint{}, err
+	}
+	cp, err := manifest.Read(tree.root)
 	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
 		return gpuwarden.Checkpoint{}, notStored(name, l.Where())
 	}
@@ -178,7 +285,11 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 		return gpuwarden.Checkpoint{}, err
 	}
 	return pullInto(ctx, cp, dir, func(ctx context.Context, file string) (io.ReadCloser, error) {
-		f, err := os.Open(filepath.Join(src, filepath.FromSlash(file)))
+		p, err := tree.path(file)
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.Open(p)
 		if err != nil {
 			return nil, manifest.FileError("open", file, err)
 		}
@@ -186,21 +297,192 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 	})
 }
 
-// Delete removes checkpoint name; its manifest goes first so that a delete
-// cut short leaves an invisible leftover rather than a listed, broken
-// checkpoint. Deleting a checkpoint that is not there is not an error.
+// Delete removes checkpoint name: exactly the files its manifest lists, the
+// manifest first (read into memory, then removed and synced) so that a
+// delete cut short leaves an invisible leftover rather than a listed,
+// broken checkpoint, and then the directories those files leave empty.
+// Anything else under DIR/NAME was not written by this checkpoint's push
+// and stays, with the directories that hold it.
+//
+// A checkpoint without a manifest (a torn push, or files someone else put
+// there) cannot be attributed to gpuwarden, so nothing is deleted and the
+// result is nil, as it is for a name the store does not hold. A manifest
+// that does not decode is refused rather than guessed at.
 func (l *Local) Delete(ctx context.Context, name string) error {
-	if err := manifest.CheckName(name); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	dir := filepath.Join(l.Dir, name)
-	if err := os.Remove(filepath.Join(dir, manifest.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete %s from %s: %w", name, l.Dir, err)
-	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := l.delete(name); err != nil {
 		return fmt.Errorf("delete %s from %s: %w", name, l.Dir, err)
 	}
 	return nil
+}
+
+func (l *Local) delete(name string) error {
+	if err := manifest.CheckName(name); err != nil {
+		return err
+	}
+	tree, err := l.tree(name)
+	if err != nil {
+		return err
+	}
+	mpath, err := tree.path(manifest.Name)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(mpath)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cp, err := manifest.Decode(data, name)
+	if err != nil {
+		return unattributable(name, l.Where(), err)
+	}
+	// Every listed path is checked before anything goes, so a link found
+	// late cannot leave the checkpoint half deleted.
+	paths := make([]string, len(cp.Files))
+	for i, f := range cp.Files {
+		if paths[i], err = tree.path(f.Path); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(mpath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := manifest.SyncDir(tree.root); err != nil {
+		return err
+	}
+	var firstErr error
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		for d := filepath.Dir(p); d != tree.root && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+		if err := removeRegular(p); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	// Deepest first, so a directory is tried only after those beneath it.
+	order := make([]string, 0, len(dirs)+1)
+	for d := range dirs {
+		order = append(order, d)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if di, dj := strings.Count(order[i], string(filepath.Separator)), strings.Count(order[j], string(filepath.Separator)); di != dj {
+			return di > dj
+		}
+		return order[i] < order[j]
+	})
+	for _, d := range append(order, tree.root) {
+		if err := removeEmptyDir(d); err != nil {
+			return err
+		}
+	}
+	return manifest.SyncDir(l.Dir)
+}
+
+// removeRegular removes the file at p when it is a regular file; anything
+// else there (a directory, a device) is not what the push wrote.
+func removeRegular(p string) error {
+	st, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeEmptyDir removes d when it is an empty directory and leaves it, with
+// no error, when it holds anything: what is left there is not ours.
+func removeEmptyDir(d string) error {
+	st, err := os.Lstat(d)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return nil
+	}
+	// rmdir(2) itself refuses a directory that is not empty.
+	err = syscall.Rmdir(d)
+	if err == nil || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return &fs.PathError{Op: "rmdir", Path: d, Err: err}
+}
+
+// unattributable is the error for a delete whose manifest cannot be read:
+// without it there is no telling which files gpuwarden wrote.
+func unattributable(name, where string, err error) error {
+	return (&gpuwarden.Error{Code: gpuwarden.EInvalid, Message: fmt.Sprintf("manifest of %s cannot be read, so nothing was deleted", name), Err: err}).
+		WithHint("gpuwarden deletes only the files a checkpoint's manifest lists; remove %s/%s by hand if it is yours", where, name)
+}
+
+// tree checks paths inside one checkpoint directory of a Local store for
+// symlinks, remembering the directories already found to be real.
+type tree struct {
+	root string
+	seen map[string]bool
+}
+
+// tree returns the checker for DIR/NAME, failing when DIR/NAME is a link.
+func (l *Local) tree(name string) (*tree, error) {
+	t := &tree{root: filepath.Join(l.Dir, name), seen: map[string]bool{}}
+	if _, err := t.check(t.root); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// path returns DIR/NAME/rel once no component of rel beneath DIR/NAME is a
+// symlink. A missing component ends the check: nothing below it exists to
+// be a link, and a push creates it as a real directory.
+func (t *tree) path(rel string) (string, error) {
+	p := t.root
+	for _, seg := range strings.Split(rel, "/") {
+		p = filepath.Join(p, seg)
+		if t.seen[p] {
+			continue
+		}
+		exists, err := t.check(p)
+		if err != nil {
+			return "", err
+		}
+		if !exists {
+			break
+		}
+		t.seen[p] = true
+	}
+	return filepath.Join(t.root, filepath.FromSlash(rel)), nil
+}
+
+// check reports whether p exists, and fails when it is a symlink.
+func (t *tree) check(p string) (bool, error) {
+	st, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return false, gpuwarden.Errorf(gpuwarden.EInvalid, "%s is a symlink, which a checkpoint store never follows", p).
+			WithHint("gpuwarden writes no links into a store, so someone else put it there: replace it with the real directory or file, or remove it")
+	}
+	return true, nil
 }
 
 // notStored is the error for a checkpoint the store does not hold complete.

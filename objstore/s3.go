@@ -88,7 +88,11 @@ func (s *S3) base() string {
 func (s *S3) key(name, file string) string { return s.base() + name + "/" + file }
 
 // Push uploads cp's files, skipping each object that already has the same
-// size and sha256 metadata, and writes the manifest last.
+// size and sha256 metadata, and writes the manifest last. It returns nil
+// only once every object has been seen on the server with the file's size
+// and sha256 (by the HEAD that skipped it or the one after its upload) and
+// the manifest read back from the server is byte for byte the one sent, so
+// that a caller may call the checkpoint durable.
 //
 // Resumability is per file, not per part: minio-go aborts a multipart upload
 // that fails, so a file cut off half way is sent whole on the next sync,
@@ -132,10 +136,21 @@ func (s *S3) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 			s.Sent(f.Path, f.Size)
 		}
 	}
-	_, err = s.client.PutObject(ctx, s.Bucket, s.key(cp.Name, manifest.Name), bytes.NewReader(data),
+	mkey := s.key(cp.Name, manifest.Name)
+	_, err = s.client.PutObject(ctx, s.Bucket, mkey, bytes.NewReader(data),
 		int64(len(data)), minio.PutObjectOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("put manifest: %w", s3Error(s.Bucket, err))
+	}
+	back, _, err := s.manifestBytes(ctx, cp.Name)
+	if err != nil {
+		return fmt.Errorf("read manifest back: %w", err)
+	}
+	if !bytes.Equal(back, data) {
+		// A listed manifest the server garbles would make the checkpoint
+		// look durable, or make List drop it at random; it must go.
+		s.remove(mkey)
+		return manifestDiffers(cp.Name, len(data), len(back))
 	}
 	return nil
 }
@@ -268,21 +283,33 @@ func (s *S3) partSizeFor(size int64) uint64 {
 
 // manifest reads and checks NAME/manifest.json; a missing one is ENotFound.
 func (s *S3) manifest(ctx context.Context, name string) (gpuwarden.Checkpoint, error) {
+	data, found, err := s.manifestBytes(ctx, name)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, err
+	}
+	if !found {
+		return gpuwarden.Checkpoint{}, notStored(name, s.Where())
+	}
+	return manifest.Decode(data, name)
+}
+
+// manifestBytes reads NAME/manifest.json as stored; found is false when
+// there is none.
+func (s *S3) manifestBytes(ctx context.Context, name string) (data []byte, found bool, err error) {
 	obj, err := s.client.GetObject(ctx, s.Bucket, s.key(name, manifest.Name), minio.GetObjectOptions{})
 	if err == nil {
 		defer obj.Close()
-		var data []byte
 		// A manifest of a million files is some 150 MB; anything larger is
 		// not one of ours.
 		data, err = io.ReadAll(io.LimitReader(obj, 1<<28))
 		if err == nil {
-			return manifest.Decode(data, name)
+			return data, true, nil
 		}
 	}
 	if s3Code(err) == minio.NoSuchKey {
-		return gpuwarden.Checkpoint{}, notStored(name, s.Where())
+		return nil, false, nil
 	}
-	return gpuwarden.Checkpoint{}, fmt.Errorf("get manifest of %s: %w", name, s3Error(s.Bucket, err))
+	return nil, false, fmt.Errorf("get manifest of %s: %w", name, s3Error(s.Bucket, err))
 }
 
 // List returns the checkpoints under the prefix that have a manifest, oldest
@@ -364,9 +391,16 @@ func (r s3Reader) Read(p []byte) (int, error) {
 // Close releases the object's connection.
 func (r s3Reader) Close() error { return r.obj.Close() }
 
-// Delete removes every object under PREFIX/NAME/, the manifest first so that
-// a delete cut short leaves an invisible leftover rather than a listed,
-// broken checkpoint. Deleting a checkpoint that is not there is not an error.
+// Delete removes checkpoint name: exactly the objects its manifest lists,
+// the manifest first (read into memory, then removed) so that a delete cut
+// short leaves an invisible leftover rather than a listed, broken
+// checkpoint. Any other object under PREFIX/NAME/ was not written by this
+// checkpoint's push and stays.
+//
+// Objects under PREFIX/NAME/ without a manifest (a torn push, or objects
+// someone else put there) cannot be attributed to gpuwarden, so nothing is
+// deleted and the result is nil, as it is for a name the store does not
+// hold. A manifest that does not decode is refused rather than guessed at.
 func (s *S3) Delete(ctx context.Context, name string) error {
 	if err := s.delete(ctx, name); err != nil {
 		return fmt.Errorf("delete %s from %s: %w", name, s.Where(), err)
@@ -378,35 +412,31 @@ func (s *S3) delete(ctx context.Context, name string) error {
 	if err := manifest.CheckName(name); err != nil {
 		return err
 	}
+	data, found, err := s.manifestBytes(ctx, name)
+	if err != nil || !found {
+		return err
+	}
+	cp, err := manifest.Decode(data, name)
+	if err != nil {
+		return unattributable(name, s.Where(), err)
+	}
 	if err := s.client.RemoveObject(ctx, s.Bucket, s.key(name, manifest.Name), minio.RemoveObjectOptions{}); err != nil && s3Code(err) != minio.NoSuchKey {
-		return s3Error(s.Bucket, err)
+		return fmt.Errorf("remove manifest: %w", s3Error(s.Bucket, err))
 	}
-	// The listing is taken whole before removing anything, so that removals
-	// cannot disturb its pagination; a checkpoint has few enough files.
-	var keys []minio.ObjectInfo
-	for obj := range s.client.ListObjects(ctx, s.Bucket, minio.ListObjectsOptions{Prefix: s.key(name, ""), Recursive: true}) {
-		if obj.Err != nil {
-			return fmt.Errorf("list: %w", s3Error(s.Bucket, obj.Err))
-		}
-		keys = append(keys, obj)
-	}
-	ch := make(chan minio.ObjectInfo, len(keys))
-	for _, k := range keys {
-		ch <- k
+	ch := make(chan minio.ObjectInfo, len(cp.Files))
+	for _, f := range cp.Files {
+		ch <- minio.ObjectInfo{Key: s.key(name, f.Path)}
 	}
 	close(ch)
 	// The error channel is drained to the end, or RemoveObjects' goroutine
 	// would block on it forever.
 	var firstErr error
 	for rerr := range s.client.RemoveObjects(ctx, s.Bucket, ch, minio.RemoveObjectsOptions{}) {
-		if firstErr == nil {
+		if firstErr == nil && s3Code(rerr.Err) != minio.NoSuchKey {
 			firstErr = fmt.Errorf("remove %s: %w", rerr.ObjectName, s3Error(s.Bucket, rerr.Err))
 		}
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	return nil
+	return firstErr
 }
 
 // userMeta looks a user-metadata key up without regard to case, because

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -31,12 +32,25 @@ type fakeS3 struct {
 
 	mu       sync.Mutex
 	requests []string // "METHOD path?query"
+	// fault, when set, may answer a request in the server's place.
+	fault func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool)
 }
 
-func (f *fakeS3) record(r *http.Request) {
+// setFault installs (or, with nil, removes) a misbehaviour of the server:
+// fault either answers r itself (true) or returns the writer the real
+// server answers through.
+func (f *fakeS3) setFault(fault func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fault = fault
+}
+
+// record logs r and returns the fault in force.
+func (f *fakeS3) record(r *http.Request) func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+	return f.fault
 }
 
 // take returns and forgets the requests seen so far.
@@ -71,7 +85,12 @@ func startFakeS3(t *testing.T, tls bool) *fakeS3 {
 	f := &fakeS3{}
 	handler := gofakes3.New(backend).Server()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.record(r)
+		if fault := f.record(r); fault != nil {
+			var answered bool
+			if w, answered = fault(w, r); answered {
+				return
+			}
+		}
 		handler.ServeHTTP(w, r)
 	}))
 	if tls {
@@ -118,38 +137,43 @@ func objectKeys(t *testing.T, s *S3, prefix string) []string {
 
 func TestS3(t *testing.T) {
 	testStore(t, func(t *testing.T) harness {
-		s := newFakeS3(t).open(t, "s3://"+testBucket+"/runs/job-1", Options{})
-		ctx := context.Background()
-		return harness{
-			store:   s,
-			setSent: func(f func(string, int64)) { s.Sent = f },
-			get: func(t *testing.T, name, file string) []byte {
-				obj, err := s.client.GetObject(ctx, s.Bucket, s.key(name, file), minio.GetObjectOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer obj.Close()
-				b, err := io.ReadAll(obj)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			},
-			put: func(t *testing.T, name, file string, data []byte) {
-				_, err := s.client.PutObject(ctx, s.Bucket, s.key(name, file), bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-			},
-			stored: func(t *testing.T, name string) []string {
-				var out []string
-				for _, k := range objectKeys(t, s, s.key(name, "")) {
-					out = append(out, strings.TrimPrefix(k, s.key(name, "")))
-				}
-				return out
-			},
-		}
+		return s3Harness(newFakeS3(t).open(t, "s3://"+testBucket+"/runs/job-1", Options{}))
 	})
+}
+
+// s3Harness reaches into s's bucket with its own client.
+func s3Harness(s *S3) harness {
+	ctx := context.Background()
+	return harness{
+		store:   s,
+		setSent: func(f func(string, int64)) { s.Sent = f },
+		get: func(t *testing.T, rel string) []byte {
+			obj, err := s.client.GetObject(ctx, s.Bucket, s.base()+rel, minio.GetObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer obj.Close()
+			b, err := io.ReadAll(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		put: func(t *testing.T, rel string, data []byte) {
+			_, err := s.client.PutObject(ctx, s.Bucket, s.base()+rel, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+		all: func(t *testing.T) []string {
+			out := []string{}
+			for _, k := range objectKeys(t, s, s.base()) {
+				out = append(out, strings.TrimPrefix(k, s.base()))
+			}
+			sort.Strings(out)
+			return out
+		},
+	}
 }
 
 func TestS3KeyLayout(t *testing.T) {
@@ -193,8 +217,8 @@ func TestS3SkipUnchangedByMetadata(t *testing.T) {
 	}
 	f.take()
 
-	// A second push is one HEAD per file, one manifest read and one manifest
-	// write: no file bytes travel.
+	// A second push is one HEAD per file, one manifest read, one manifest
+	// write and the read back that proves it: no file bytes travel.
 	if err := s.Push(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
@@ -382,5 +406,80 @@ func TestS3MultipartChunkedParts(t *testing.T) {
 	}
 	if keys := objectKeys(t, s, "big/"); len(keys) != 0 {
 		t.Errorf("bucket holds %v after a failed check, want nothing", keys)
+	}
+}
+
+// garbling flips a bit of the first byte of a response body, as a server
+// with bad storage would return it.
+type garbling struct {
+	http.ResponseWriter
+	done bool
+}
+
+// Write passes p on, the first byte altered.
+func (g *garbling) Write(p []byte) (int, error) {
+	if g.done || len(p) == 0 {
+		return g.ResponseWriter.Write(p)
+	}
+	g.done = true
+	q := append([]byte(nil), p...)
+	q[0] ^= 0x20
+	return g.ResponseWriter.Write(q)
+}
+
+func TestS3PushFailsWhenTheManifestIsNotKept(t *testing.T) {
+	isManifest := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/"+manifest.Name) }
+	for _, tt := range []struct {
+		name  string
+		fault func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool)
+	}{
+		{"returns other bytes", func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+			if r.Method == http.MethodGet && isManifest(r) {
+				return &garbling{ResponseWriter: w}, false
+			}
+			return w, false
+		}},
+		{"accepts the manifest and drops it", func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+			if r.Method == http.MethodPut && isManifest(r) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("ETag", `"d41d8cd98f00b204e9800998ecf8427e"`)
+				w.WriteHeader(http.StatusOK)
+				return w, true
+			}
+			return w, false
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFakeS3(t)
+			s := f.open(t, "s3://"+testBucket+"/p", Options{})
+			cp := newCheckpoint(t, "c1", map[string]string{"a": "hello", "b/c": "world"})
+			f.setFault(tt.fault)
+			err := s.Push(ctx, cp)
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInternal || !strings.Contains(err.Error(), "read back from the store differs") {
+				t.Fatalf("Push to a server that does not keep the manifest = %v, want read-back failure", err)
+			}
+			if gpuwarden.ErrorHint(err) == "" {
+				t.Errorf("Push error %q has no hint", err)
+			}
+			f.setFault(nil)
+			// No manifest the server may have mangled is left to be listed.
+			if list, err := s.List(ctx); err != nil || len(list) != 0 {
+				t.Errorf("List after the failed push = %v, %v; want nothing", names(list), err)
+			}
+			// Once the server behaves, the next sync completes the checkpoint
+			// without sending the files again.
+			var sent sentLog
+			s.Sent = sent.add
+			if err := s.Push(ctx, cp); err != nil {
+				t.Fatalf("Push once the server behaves: %v", err)
+			}
+			if got := sent.take(); len(got) != 0 {
+				t.Errorf("retried push sent %v, want nothing", got)
+			}
+			if list, _ := s.List(ctx); !reflect.DeepEqual(names(list), []string{"c1"}) {
+				t.Errorf("List = %v, want [c1]", names(list))
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,17 +18,50 @@ import (
 )
 
 // harness is one store under test plus the back doors a test needs to
-// damage or inspect what the store holds.
+// damage or inspect what the store holds. Raw paths are slash paths relative
+// to the store's root (DIR, or PREFIX in the bucket), "NAME/FILE" for a
+// checkpoint's file.
 type harness struct {
 	store gpuwarden.CheckpointStore
 	// setSent installs the upload hook.
 	setSent func(func(file string, size int64))
-	// get and put read and replace a stored file behind the store's back.
-	get func(t *testing.T, name, file string) []byte
-	put func(t *testing.T, name, file string, data []byte)
-	// stored lists the raw files held under a checkpoint name, manifest
-	// included, as slash paths.
-	stored func(t *testing.T, name string) []string
+	// get and put read and replace a raw file behind the store's back.
+	get func(t *testing.T, rel string) []byte
+	put func(t *testing.T, rel string, data []byte)
+	// all lists every raw file under the store's root, sorted.
+	all func(t *testing.T) []string
+}
+
+// stored lists the raw files held under a checkpoint name, manifest
+// included, relative to the checkpoint.
+func (h harness) stored(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range h.all(t) {
+		if rest, ok := strings.CutPrefix(p, name+"/"); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}
+
+// rawFiles lists the raw paths a push of cp leaves: its files and manifest.
+func rawFiles(cp gpuwarden.Checkpoint) []string {
+	out := []string{cp.Name + "/" + manifest.Name}
+	for _, f := range cp.Files {
+		out = append(out, cp.Name+"/"+f.Path)
+	}
+	return out
+}
+
+// sorted returns the paths sorted, for comparing listings.
+func sorted(lists ...[]string) []string {
+	out := []string{}
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // sentLog counts what a push sends.
@@ -166,13 +200,17 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 		var sent sentLog
 		h.setSent(sent.add)
 		cp := newCheckpoint(t, "c1", ckptFiles)
-		for i := 0; i < 2; i++ {
-			if err := h.store.Push(ctx, cp); err != nil {
-				t.Fatalf("Push %d: %v", i, err)
-			}
+		if err := h.store.Push(ctx, cp); err != nil {
+			t.Fatalf("first Push: %v", err)
 		}
 		if got := len(sent.take()); got != len(ckptFiles) {
-			t.Errorf("two pushes sent %d files, want %d", got, len(ckptFiles))
+			t.Errorf("first push sent %d files, want %d", got, len(ckptFiles))
+		}
+		if err := h.store.Push(ctx, cp); err != nil {
+			t.Fatalf("second Push: %v", err)
+		}
+		if got := sent.take(); len(got) != 0 {
+			t.Errorf("second push sent %v, want nothing", got)
 		}
 	})
 
@@ -260,9 +298,9 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 		if err := h.store.Push(ctx, cp); err != nil {
 			t.Fatal(err)
 		}
-		b := h.get(t, "c1", "model/shard-1.safetensors")
+		b := h.get(t, "c1/model/shard-1.safetensors")
 		b[len(b)/2] ^= 0xff // same size, other bytes
-		h.put(t, "c1", "model/shard-1.safetensors", b)
+		h.put(t, "c1/model/shard-1.safetensors", b)
 		dir := t.TempDir()
 		_, err := h.store.Pull(ctx, "c1", dir)
 		if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
@@ -300,7 +338,7 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 				t.Fatal(err)
 			}
 		}
-		h.put(t, "c-a", manifest.Name, []byte(`{"name": "c-a", "files": [`))
+		h.put(t, "c-a/"+manifest.Name, []byte(`{"name": "c-a", "files": [`))
 		list, err := h.store.List(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -358,6 +396,160 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 		}
 	})
 
+	t.Run("delete leaves what it did not write", func(t *testing.T) {
+		for _, tt := range []struct {
+			name string
+			// foreign are raw paths someone else put into the store.
+			foreign []string
+		}{
+			{"nothing foreign", nil},
+			{"beside the checkpoint's files", []string{"c1/notes.txt"}},
+			{"in a directory of its files", []string{"c1/model/extra.bin"}},
+			{"in a directory of its own", []string{"c1/other/x"}},
+			{"under the prefix", []string{"README", "c1x/f", "c1.bak"}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := open(t)
+				c1, c2 := newCheckpoint(t, "c1", ckptFiles), newCheckpoint(t, "c2", ckptFiles)
+				for _, cp := range []gpuwarden.Checkpoint{c1, c2} {
+					if err := h.store.Push(ctx, cp); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, p := range tt.foreign {
+					h.put(t, p, []byte("not gpuwarden's: "+p))
+				}
+				if err := h.store.Delete(ctx, "c1"); err != nil {
+					t.Fatalf("Delete: %v", err)
+				}
+				if got, want := h.all(t), sorted(rawFiles(c2), tt.foreign); !reflect.DeepEqual(got, want) {
+					t.Errorf("store holds %v after Delete, want %v", got, want)
+				}
+				for _, p := range tt.foreign {
+					if got, want := string(h.get(t, p)), "not gpuwarden's: "+p; got != want {
+						t.Errorf("%s = %q after Delete, want %q", p, got, want)
+					}
+				}
+				list, err := h.store.List(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := names(list); !reflect.DeepEqual(got, []string{"c2"}) {
+					t.Errorf("List after Delete = %v, want [c2]", got)
+				}
+			})
+		}
+	})
+
+	t.Run("delete without a readable manifest deletes nothing", func(t *testing.T) {
+		other, err := manifest.Encode(gpuwarden.Checkpoint{Name: "other", Files: []gpuwarden.ManifestFile{{Path: "a", Size: 5, SHA256: helloSHA}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			name string
+			// manifest is what c1/manifest.json holds, nil for none.
+			manifest []byte
+			wantCode gpuwarden.ErrorCode
+		}{
+			{"no manifest: a torn push", nil, ""},
+			{"manifest not JSON", []byte(`{"name": "c1", "files": [`), gpuwarden.EInvalid},
+			{"manifest of another checkpoint", other, gpuwarden.EInvalid},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := open(t)
+				h.put(t, "c1/a", []byte("hello"))
+				h.put(t, "c1/model/b", []byte("world"))
+				if tt.manifest != nil {
+					h.put(t, "c1/"+manifest.Name, tt.manifest)
+				}
+				before := h.all(t)
+				err := h.store.Delete(ctx, "c1")
+				if got := gpuwarden.ErrorCodeOf(err); got != tt.wantCode {
+					t.Fatalf("Delete = %v, want code %q", err, tt.wantCode)
+				}
+				if err != nil && gpuwarden.ErrorHint(err) == "" {
+					t.Errorf("Delete error %q has no hint", err)
+				}
+				if got := h.all(t); !reflect.DeepEqual(got, before) {
+					t.Errorf("store holds %v after Delete, want %v untouched", got, before)
+				}
+			})
+		}
+	})
+
+	t.Run("keep", func(t *testing.T) {
+		// Commit times run against the sequence, so that an order by time
+		// would pick the wrong checkpoints.
+		base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		seqNames := []string{"000001-step-000010", "000002-step-000020", "000003-step-000030", "000004-step-000040", "000005-step-000050"}
+		for _, tt := range []struct {
+			name    string
+			extra   []string // pushed besides seqNames
+			keep    int
+			protect string
+			// wantDeleted is in the order Keep deletes, oldest first.
+			wantDeleted []string
+			wantCode    gpuwarden.ErrorCode
+		}{
+			{name: "keep 2 of 5", keep: 2,
+				wantDeleted: []string{"000001-step-000010", "000002-step-000020", "000003-step-000030"}},
+			{name: "protect the oldest", keep: 2, protect: "000001-step-000010",
+				wantDeleted: []string{"000002-step-000020", "000003-step-000030"}},
+			{name: "protect a kept one", keep: 2, protect: "000005-step-000050",
+				wantDeleted: []string{"000001-step-000010", "000002-step-000020", "000003-step-000030"}},
+			{name: "protect one not stored", keep: 2, protect: "000009-step-000090",
+				wantDeleted: []string{"000001-step-000010", "000002-step-000020", "000003-step-000030"}},
+			{name: "keep more than there are", keep: 6, wantDeleted: []string{}},
+			{name: "other names are never touched", keep: 1,
+				extra:       []string{"0000010-step-000100", "final", "12345-short", "step-000900", "000000-"},
+				wantDeleted: []string{"000001-step-000010", "000002-step-000020", "000003-step-000030", "000004-step-000040", "000005-step-000050"}},
+			{name: "keep 0", keep: 0, wantCode: gpuwarden.EInvalid},
+			{name: "keep -1", keep: -1, wantCode: gpuwarden.EInvalid},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				h := open(t)
+				all := append(append([]string{}, seqNames...), tt.extra...)
+				for i, name := range all {
+					cp := newCheckpoint(t, name, map[string]string{"w": name})
+					cp.Committed = base.Add(-time.Duration(i) * time.Minute)
+					if err := h.store.Push(ctx, cp); err != nil {
+						t.Fatal(err)
+					}
+				}
+				deleted, err := Keep(ctx, h.store, tt.keep, tt.protect)
+				if got := gpuwarden.ErrorCodeOf(err); got != tt.wantCode {
+					t.Fatalf("Keep = %v, want code %q", err, tt.wantCode)
+				}
+				if tt.wantCode == "" && !reflect.DeepEqual(deleted, tt.wantDeleted) {
+					t.Errorf("Keep deleted %v, want %v", deleted, tt.wantDeleted)
+				}
+				list, err := h.store.List(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				gone := map[string]bool{}
+				for _, n := range tt.wantDeleted {
+					gone[n] = true
+				}
+				var want []string
+				for _, n := range all {
+					if !gone[n] {
+						want = append(want, n)
+					}
+				}
+				if got := sorted(names(list)); !reflect.DeepEqual(got, sorted(want)) {
+					t.Errorf("List after Keep = %v, want %v", got, sorted(want))
+				}
+				for _, n := range tt.wantDeleted {
+					if held := h.stored(t, n); len(held) != 0 {
+						t.Errorf("%s left %v behind", n, held)
+					}
+				}
+			})
+		}
+	})
+
 	t.Run("bad names", func(t *testing.T) {
 		h := open(t)
 		for _, name := range []string{"", "..", "a/b"} {
@@ -387,35 +579,38 @@ func testStore(t *testing.T, open func(t *testing.T) harness) {
 func TestLocal(t *testing.T) {
 	testStore(t, func(t *testing.T) harness {
 		l := &Local{Dir: filepath.Join(t.TempDir(), "store")}
-		return harness{
-			store:   l,
-			setSent: func(f func(string, int64)) { l.Sent = f },
-			get: func(t *testing.T, name, file string) []byte {
-				b, err := os.ReadFile(filepath.Join(l.Dir, name, filepath.FromSlash(file)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return b
-			},
-			put: func(t *testing.T, name, file string, data []byte) {
-				if err := os.WriteFile(filepath.Join(l.Dir, name, filepath.FromSlash(file)), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			},
-			stored: func(t *testing.T, name string) []string {
-				var out []string
-				root := filepath.Join(l.Dir, name)
-				filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-					if err == nil && !d.IsDir() {
-						rel, _ := filepath.Rel(root, p)
-						out = append(out, filepath.ToSlash(rel))
-					}
-					return nil
-				})
-				return out
-			},
-		}
+		return localHarness(l)
 	})
+}
+
+// localHarness reaches into l's directory.
+func localHarness(l *Local) harness {
+	return harness{
+		store:   l,
+		setSent: func(f func(string, int64)) { l.Sent = f },
+		get: func(t *testing.T, rel string) []byte {
+			b, err := os.ReadFile(filepath.Join(l.Dir, filepath.FromSlash(rel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		put: func(t *testing.T, rel string, data []byte) {
+			writeTree(t, l.Dir, map[string]string{rel: string(data)})
+		},
+		all: func(t *testing.T) []string {
+			out := []string{}
+			filepath.WalkDir(l.Dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(l.Dir, p)
+					out = append(out, filepath.ToSlash(rel))
+				}
+				return nil
+			})
+			sort.Strings(out)
+			return out
+		},
+	}
 }
 
 func TestLocalWhereAndRegion(t *testing.T) {
