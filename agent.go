@@ -118,6 +118,19 @@ type Notice struct {
 	// ID tells two notices apart and stays the same for one event, even
 	// when the provider re-sends it with a moved time.
 	ID string `json:"id"`
+	// Canceled says that the event this ID named was canceled, completed or
+	// withdrawn: a pending stop for it is called off.
+	Canceled bool `json:"canceled,omitempty"`
+}
+
+// SupervisedJob is a job `gpuwarden run` supervises, as it reports itself
+// to the agent: its state and, with a store, what of its checkpoints is durable.
+type SupervisedJob struct {
+	ID    string    `json:"id"`
+	State string    `json:"state"`
+	Seen  time.Time `json:"seen"`
+	// Sync is the last durability report, nil for a run without a store.
+	Sync *SyncReport `json:"sync,omitempty"`
 }
 
 // The notice kinds.
@@ -165,11 +178,11 @@ var NoticeEffects = []NoticeEffect{
 	{Kind: NoticeRebalance, Summary: "advice: this spot box is at elevated risk of interruption",
 		Action: "checkpoint now as insurance, keep the job running, alert"},
 	{Kind: NoticeMaintenance, Interrupts: true, Summary: "the box stops or loses its host",
-		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead (at once, with the whole --grace, when that time is here); restart here once the provider reports the event over"},
 	{Kind: NoticeReboot, Interrupts: true, Summary: "the box reboots",
-		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead (at once, with the whole --grace, when that time is here); restart here once the provider reports the event over"},
 	{Kind: NoticeRedeploy, Interrupts: true, Summary: "the VM moves to another host and loses its local disks",
-		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead; restart here if the box is still up after it"},
+		Action: "alert now; checkpoint and stop at the event time less --maintenance-lead (at once, with the whole --grace, when that time is here); restart here once the provider reports the event over"},
 	{Kind: NoticeMigration, Summary: "the box is live-migrated or frozen for seconds; processes survive",
 		Action: "checkpoint now as insurance, keep the job running"},
 }
@@ -241,6 +254,9 @@ type AgentStatus struct {
 	Diagnosis Diagnosis   `json:"diagnosis"`
 	Events    []Event     `json:"events"`
 	Notices   []Notice    `json:"notices"`
+	// Jobs are the jobs `gpuwarden run` supervises on the box, with what of
+	// their checkpoints is durable.
+	Jobs []SupervisedJob `json:"jobs"`
 	// IdleSecondsTotal counts every second the box was idle since the agent started.
 	IdleSecondsTotal float64 `json:"idle_seconds_total"`
 }

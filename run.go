@@ -2,6 +2,8 @@ package gpuwarden
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -75,19 +77,141 @@ type Attempt struct {
 	MaxRSS  int64    `json:"max_rss_bytes"`
 }
 
+// The results of a supervised run: ok, one of these, or the exit class of
+// the attempt that failed.
+const (
+	// ResultOK: the job finished, and with a store its newest checkpoint is durable.
+	ResultOK = "ok"
+	// ResultPreempted: the box is going away; the job was stopped with a
+	// checkpoint and not restarted here. A launcher should requeue it elsewhere.
+	ResultPreempted = "preempted"
+	// ResultStopped: the supervisor itself was stopped (SIGTERM, Ctrl-C);
+	// the job was stopped with a checkpoint.
+	ResultStopped = "stopped"
+	// ResultNotDurable: the job finished, but its newest committed
+	// checkpoint never reached the store.
+	ResultNotDurable = "not-durable"
+)
+
 // RunReport is what `gpuwarden run` tells at the end: every attempt, the
-// restarts by class, the work lost and what redoing it cost.
+// restarts by class, the notices and what was done about them, the work
+// lost and what redoing it cost, and how much of it is durable off the box.
 type RunReport struct {
-	Command     []string       `json:"command"`
-	Start       time.Time      `json:"start"`
-	End         time.Time      `json:"end"`
+	Command []string  `json:"command"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	// Result is the run's verdict (ResultOK, ResultPreempted, ResultStopped,
+	// ResultNotDurable, or the failed attempt's class) and Why says it in words.
+	Result      string         `json:"result"`
+	Why         string         `json:"why"`
 	Attempts    []Attempt      `json:"attempts"`
 	Restarts    map[string]int `json:"restarts"`
 	LostSeconds float64        `json:"lost_seconds"`
 	// ReworkCost is the lost work priced at the plan's hourly rate.
-	ReworkCost  Cents        `json:"rework_cost"`
-	Currency    Currency     `json:"currency,omitempty"`
-	Checkpoints []Checkpoint `json:"checkpoints"`
-	ExitCode    int          `json:"exit_code"`
-	Class       string       `json:"class"`
+	ReworkCost  Cents          `json:"rework_cost"`
+	Currency    Currency       `json:"currency,omitempty"`
+	Checkpoints []Checkpoint   `json:"checkpoints"`
+	Notices     []NoticeRecord `json:"notices"`
+	// Sync is the state of the off-box copies, nil when the run has no store.
+	Sync *SyncReport `json:"sync,omitempty"`
+	// ExitCode and Class are how the last attempt ended.
+	ExitCode int    `json:"exit_code"`
+	Class    string `json:"class"`
+}
+
+// NoticeRecord is one notice a supervised run heard and what it did about it.
+type NoticeRecord struct {
+	Notice   Notice    `json:"notice"`
+	Received time.Time `json:"received"`
+	// Action is stop (the job was stopped for it), scheduled (a stop is set
+	// for StopAt), insurance (a checkpoint was asked for, the job kept
+	// running), called-off (the event was canceled before its stop) or
+	// answered (it came while a stop was already under way).
+	Action string    `json:"action"`
+	StopAt time.Time `json:"stop_at,omitempty"`
+	// Signal says what the job was sent, or why it was not sent the
+	// checkpoint signal (it does not catch it).
+	Signal string `json:"signal,omitempty"`
+	// GraceSeconds is how long the job was given to checkpoint.
+	GraceSeconds float64 `json:"grace_s,omitempty"`
+	// Checkpoint is the one committed in answer, "" when none came.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Detail     string `json:"detail"`
+}
+
+// The NoticeRecord actions.
+const (
+	NoticeActionStop      = "stop"
+	NoticeActionScheduled = "scheduled"
+	NoticeActionInsurance = "insurance"
+	NoticeActionCalledOff = "called-off"
+	NoticeActionAnswered  = "answered"
+)
+
+// SyncReport is what reached the checkpoint store: counted, not assumed.
+type SyncReport struct {
+	// Target is the store, as Where names it.
+	Target string `json:"target"`
+	// Uploaded counts checkpoints this run uploaded and verified.
+	Uploaded int `json:"uploaded"`
+	// Failed counts uploads that did not verify; Failures keeps the last few.
+	Failed   int           `json:"failed"`
+	Failures []SyncFailure `json:"failures,omitempty"`
+	// NewestDurable is the newest checkpoint the store holds verified,
+	// nil when it holds none.
+	NewestDurable *DurableCheckpoint `json:"newest_durable,omitempty"`
+	// NewestCommitted names the newest checkpoint committed on the box.
+	NewestCommitted string `json:"newest_committed,omitempty"`
+	// Durable says the newest committed checkpoint is in the store.
+	Durable bool `json:"durable"`
+	// Restored names the checkpoint pulled from the store at the start, if any.
+	Restored string `json:"restored,omitempty"`
+	// RemotePruned lists the checkpoints removed from the store to keep the last N.
+	RemotePruned []string `json:"remote_pruned,omitempty"`
+}
+
+// SyncFailure is one upload that did not make a checkpoint durable.
+type SyncFailure struct {
+	Checkpoint string    `json:"checkpoint"`
+	Time       time.Time `json:"time"`
+	Error      string    `json:"error"`
+}
+
+// DurableCheckpoint is a checkpoint the store holds and verified.
+type DurableCheckpoint struct {
+	Name      string    `json:"name"`
+	Step      int64     `json:"step"`
+	Committed time.Time `json:"committed"`
+	Synced    time.Time `json:"synced"`
+	// URL is where it is: the store's Where and the checkpoint's name.
+	URL string `json:"url"`
+}
+
+// DescribeSync says what of a run's checkpoints is durable off the box, in
+// one line for the run report, `gpuwarden status` and the dashboard; a nil
+// report is a run without a store.
+func DescribeSync(st *SyncReport, now time.Time) string {
+	if st == nil {
+		return "nothing: no --sync, so the checkpoints exist only on this box"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d uploaded and verified to %s", st.Uploaded, st.Target)
+	if st.Failed > 0 {
+		fmt.Fprintf(&b, ", %d failed", st.Failed)
+	}
+	if d := st.NewestDurable; d != nil {
+		fmt.Fprintf(&b, "; last durable checkpoint: step %d, %s old, %s", d.Step, now.Sub(d.Committed).Round(time.Second), d.URL)
+	} else {
+		b.WriteString("; no checkpoint is durable")
+	}
+	if !st.Durable && st.NewestCommitted != "" {
+		fmt.Fprintf(&b, "; NOT DURABLE: the newest committed, %s, is only on this box", st.NewestCommitted)
+		if n := len(st.Failures); n > 0 {
+			fmt.Fprintf(&b, " (%s)", st.Failures[n-1].Error)
+		}
+	}
+	if st.Restored != "" {
+		fmt.Fprintf(&b, "; restored %s from the store at the start", st.Restored)
+	}
+	return b.String()
 }

@@ -270,6 +270,7 @@ func (a *Agent) Status() gpuwarden.AgentStatus {
 	st := a.status
 	st.Events = append([]gpuwarden.Event(nil), st.Events...)
 	st.Notices = append([]gpuwarden.Notice(nil), st.Notices...)
+	st.Jobs = a.Jobs.Active()
 	return st
 }
 
@@ -317,20 +318,70 @@ func (a *Agent) stop(ctx context.Context, why string) {
 	}
 }
 
-// OnNotice handles a cloud notice: an alert, the status, and a message to
-// every supervised job on the socket.
+// OnNotice handles a cloud notice: an alert worded by what the notice
+// means (gpuwarden.NoticeEffects), the status, and a message to every
+// supervised job on the socket. A notice re-sent for the same event (a
+// moved time, a cancellation) replaces the earlier one in the status.
 func (a *Agent) OnNotice(ctx context.Context, n gpuwarden.Notice) {
 	if a.Socket != nil {
 		a.Socket.Broadcast(Message{Type: "notice", Notice: &n})
 	}
 	a.mu.Lock()
-	a.status.Notices = append(a.status.Notices, n)
+	replaced := false
+	for i, old := range a.status.Notices {
+		if old.ID != "" && old.ID == n.ID && old.Provider == n.Provider {
+			a.status.Notices[i], replaced = n, true
+		}
+	}
+	if !replaced {
+		a.status.Notices = append(a.status.Notices, n)
+	}
 	a.mu.Unlock()
-	when := "soon"
+	a.alert(ctx, noticeEvent(n))
+}
+
+// noticeEvent words the alert for a notice: a box that goes away or is
+// interrupted is critical, advice and a live migration are warnings, and a
+// cancellation says the event is off.
+func noticeEvent(n gpuwarden.Notice) gpuwarden.Event {
+	eff := gpuwarden.EffectOf(n.Kind)
+	when := "no time given"
 	if !n.At.IsZero() {
 		when = "at " + n.At.UTC().Format(time.RFC3339)
 	}
-	a.alert(ctx, gpuwarden.Event{Kind: n.Kind, Severity: gpuwarden.SeverityCritical, Key: "notice-" + n.Provider + "-" + n.ID,
-		Message: fmt.Sprintf("%s %s notice: the box goes away %s %s", n.Provider, n.Kind, when, n.Detail),
-		Data:    map[string]string{"provider": n.Provider, "id": n.ID}})
+	sev, key := gpuwarden.SeverityCritical, "notice-"+n.Provider+"-"+n.ID
+	msg := fmt.Sprintf("%s %s notice, %s: %s (%s)", n.Provider, n.Kind, when, eff.Summary, n.Detail)
+	if !eff.Ends && !eff.Interrupts {
+		sev = gpuwarden.SeverityWarning
+	}
+	if n.Canceled {
+		sev, key = gpuwarden.SeverityInfo, key+"-over"
+		msg = fmt.Sprintf("%s %s event %s is over or canceled (%s)", n.Provider, n.Kind, n.ID, n.Detail)
+	}
+	return gpuwarden.Event{Kind: n.Kind, Severity: sev, Key: key, Message: msg,
+		Data: map[string]string{"provider": n.Provider, "id": n.ID}}
+}
+
+// OnSync alerts, once per checkpoint, when a supervised job's newest
+// checkpoint did not reach its store: the work since the newest durable
+// one is lost if the box goes now.
+func (a *Agent) OnSync(job string, st gpuwarden.SyncReport) {
+	if st.Durable || st.NewestCommitted == "" {
+		return
+	}
+	newest := "none"
+	if d := st.NewestDurable; d != nil {
+		newest = fmt.Sprintf("step %d (%s)", d.Step, d.URL)
+	}
+	why := ""
+	if n := len(st.Failures); n > 0 {
+		why = ": " + st.Failures[n-1].Error
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.alert(ctx, gpuwarden.Event{Kind: "checkpoint-not-durable", Severity: gpuwarden.SeverityCritical,
+		Key: "not-durable-" + job + "-" + st.NewestCommitted,
+		Message: fmt.Sprintf("job %s: checkpoint %s did not reach %s%s; newest durable checkpoint: %s",
+			job, st.NewestCommitted, st.Target, why, newest),
+		Data: map[string]string{"job": job, "checkpoint": st.NewestCommitted, "target": st.Target}})
 }

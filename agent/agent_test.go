@@ -400,3 +400,65 @@ func TestClientReportsJobs(t *testing.T) {
 		t.Errorf("%d jobs left after the supervisor hung up", n)
 	}
 }
+
+// A supervisor's durability report reaches the status, and a checkpoint
+// that did not reach the store raises one alert naming the newest durable one.
+func TestClientReportsDurability(t *testing.T) {
+	h := newHarness(t)
+	a := h.agent("1xH100", idleConfig(), gpuwarden.HostSample{})
+	path := filepath.Join(t.TempDir(), "agent.sock")
+	sock, err := ListenSocket(path, a.Jobs, a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock.OnSync = a.OnSync
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sock.Serve(ctx)
+	c, err := Dial(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := gpuwarden.SyncReport{Target: "s3://ckpts/job", Uploaded: 2, Failed: 1, NewestCommitted: "000003-step-000060",
+		NewestDurable: &gpuwarden.DurableCheckpoint{Name: "000002-step-000040", Step: 40, URL: "s3://ckpts/job/000002-step-000040"},
+		Failures:      []gpuwarden.SyncFailure{{Checkpoint: "000003-step-000060", Error: "503 Service Unavailable"}}}
+	for range 2 { // the same report twice: one alert
+		if err := c.ReportSync("run-1", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(h.events()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := h.events(); len(got) != 1 || got[0] != "checkpoint-not-durable" {
+		t.Errorf("events %v, want one checkpoint-not-durable alert", got)
+	}
+	jobs := a.Status().Jobs
+	if len(jobs) != 1 || jobs[0].Sync == nil || jobs[0].Sync.NewestDurable.Step != 40 {
+		t.Errorf("status jobs %+v, want run-1 with its last durable checkpoint", jobs)
+	}
+}
+
+// A re-sent notice replaces the earlier one in the status; a cancellation
+// is its own, milder alert.
+func TestNoticeUpdatesAndCancellation(t *testing.T) {
+	h := newHarness(t)
+	a := h.agent("1xH100", idleConfig(), gpuwarden.HostSample{})
+	ctx := context.Background()
+	at := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	n := gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticeReboot, At: at, ID: "instance-event-1", Detail: "system-reboot"}
+	a.OnNotice(ctx, n)
+	n.At = at.Add(-time.Hour)
+	a.OnNotice(ctx, n)
+	n.Canceled = true
+	a.OnNotice(ctx, n)
+	if st := a.Status(); len(st.Notices) != 1 || !st.Notices[0].Canceled {
+		t.Errorf("status notices %+v, want the one event, canceled", st.Notices)
+	}
+	if got := h.events(); len(got) != 2 {
+		t.Errorf("events %v, want the reboot alert and its cancellation", got)
+	}
+}

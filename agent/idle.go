@@ -250,11 +250,7 @@ type Jobs struct {
 }
 
 // Job is one supervised job's last reported state.
-type Job struct {
-	ID    string    `json:"id"`
-	State string    `json:"state"`
-	Seen  time.Time `json:"seen"`
-}
+type Job = gpuwarden.SupervisedJob
 
 // The job states a supervisor reports.
 const (
@@ -274,7 +270,21 @@ func (j *Jobs) Report(id, state string, now time.Time) {
 		delete(j.jobs, id)
 		return
 	}
-	j.jobs[id] = Job{ID: id, State: state, Seen: now}
+	job := j.jobs[id]
+	job.ID, job.State, job.Seen = id, state, now
+	j.jobs[id] = job
+}
+
+// Sync records a job's durability report.
+func (j *Jobs) Sync(id string, st gpuwarden.SyncReport, now time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	job, ok := j.jobs[id]
+	if !ok {
+		job = Job{ID: id, State: JobRunning}
+	}
+	job.Seen, job.Sync = now, &st
+	j.jobs[id] = job
 }
 
 // Forget removes a job whose supervisor went away.

@@ -18,17 +18,22 @@ import (
 // Message is one line of the agent's socket protocol, newline-delimited
 // JSON in both directions. The agent sends {"type":"notice","notice":{…}};
 // a supervisor sends {"type":"job","job":"ID","state":"running"|
-// "checkpointing"|"done"}.
+// "checkpointing"|"done"} and, with a store, {"type":"sync","job":"ID",
+// "sync":{…}} after every upload.
 type Message struct {
-	Type   string            `json:"type"`
-	Notice *gpuwarden.Notice `json:"notice,omitempty"`
-	Job    string            `json:"job,omitempty"`
-	State  string            `json:"state,omitempty"`
+	Type   string                `json:"type"`
+	Notice *gpuwarden.Notice     `json:"notice,omitempty"`
+	Job    string                `json:"job,omitempty"`
+	State  string                `json:"state,omitempty"`
+	Sync   *gpuwarden.SyncReport `json:"sync,omitempty"`
 }
 
 // Socket is the agent's Unix socket: it relays notices to every connected
 // supervisor and takes their job reports.
 type Socket struct {
+	// OnSync hears every durability report, for the agent's alerts.
+	OnSync func(job string, st gpuwarden.SyncReport)
+
 	ln   net.Listener
 	jobs *Jobs
 	log  *slog.Logger
@@ -93,12 +98,23 @@ func (s *Socket) read(c net.Conn) {
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
 		var m Message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.Type != "job" || m.Job == "" {
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.Job == "" {
 			s.log.Debug("ignore socket message", "line", sc.Text())
 			continue
 		}
-		seen[m.Job] = m.State != JobDone
-		s.jobs.Report(m.Job, m.State, s.now())
+		switch {
+		case m.Type == "job":
+			seen[m.Job] = m.State != JobDone
+			s.jobs.Report(m.Job, m.State, s.now())
+		case m.Type == "sync" && m.Sync != nil:
+			seen[m.Job] = true
+			s.jobs.Sync(m.Job, *m.Sync, s.now())
+			if s.OnSync != nil {
+				s.OnSync(m.Job, *m.Sync)
+			}
+		default:
+			s.log.Debug("ignore socket message", "line", sc.Text())
+		}
 	}
 }
 
@@ -173,6 +189,14 @@ func (c *Client) Report(job, state string) error {
 	defer c.mu.Unlock()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	return c.enc.Encode(Message{Type: "job", Job: job, State: state})
+}
+
+// ReportSync tells the agent what of a job's checkpoints is durable.
+func (c *Client) ReportSync(job string, st gpuwarden.SyncReport) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	return c.enc.Encode(Message{Type: "sync", Job: job, Sync: &st})
 }
 
 // Notices delivers the agent's notices until ctx ends or the agent goes away.

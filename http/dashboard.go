@@ -80,6 +80,7 @@ type dashboardView struct {
 	Diagnosis                          diagnosisView
 	Events                             []eventRow
 	Notices                            []noticeRow
+	Jobs                               []jobRow
 	Charts                             []chart
 	HistoryError                       string
 	StyleURL, ScriptURL                string
@@ -132,6 +133,13 @@ type eventRow struct {
 
 type noticeRow struct {
 	Provider, Kind, At, Detail, ID string
+	Over                           bool
+}
+
+// jobRow is one supervised job and what of its checkpoints is durable.
+type jobRow struct {
+	ID, State, Durable string
+	NotDurable         bool
 }
 
 // chart is one server-rendered SVG line chart; coordinates are strings so
@@ -224,11 +232,15 @@ func buildView(st gpuwarden.AgentStatus, now time.Time, samples []gpuwarden.Node
 	v.Diagnosis = buildDiagnosis(st.Diagnosis)
 	v.Events = buildEvents(st.Events, now)
 	for _, n := range st.Notices {
-		row := noticeRow{Provider: n.Provider, Kind: n.Kind, At: "not given", Detail: n.Detail, ID: n.ID}
+		row := noticeRow{Provider: n.Provider, Kind: n.Kind, At: "not given", Detail: n.Detail, ID: n.ID, Over: n.Canceled}
 		if !n.At.IsZero() {
 			row.At = fmtWhen(n.At, now)
 		}
 		v.Notices = append(v.Notices, row)
+	}
+	for _, j := range st.Jobs {
+		v.Jobs = append(v.Jobs, jobRow{ID: j.ID, State: j.State, Durable: gpuwarden.DescribeSync(j.Sync, now),
+			NotDurable: j.Sync != nil && !j.Sync.Durable && j.Sync.NewestCommitted != ""})
 	}
 	v.Charts = buildCharts(st, samples, now)
 	return v

@@ -32,8 +32,17 @@ const (
 	awsTokenSlack = time.Minute
 
 	// awsScheduledLayout is the NotBefore format of the scheduled-events
-	// document ("21 Jan 2019 09:00:43 GMT"), unlike the RFC 3339 spot time.
+	// document ("21 Jan 2019 09:00:43 GMT", and "4 Dec 2026 03:10:37 GMT"
+	// from amazon-ec2-metadata-mock), unlike the RFC 3339 spot time.
 	awsScheduledLayout = "2 Jan 2006 15:04:05 MST"
+
+	// AWSSpotID is the ID of the spot interruption notice: one per instance,
+	// because an instance is interrupted once, and IMDS (and its mock, on
+	// every request) may re-send the document with a new time or action.
+	AWSSpotID = "aws-spot-instance-action"
+	// AWSRebalanceID is the ID of the rebalance recommendation, which EC2
+	// emits at most once per instance; its noticeTime is not part of it.
+	AWSRebalanceID = "aws-rebalance"
 )
 
 // AWS polls the EC2 instance metadata service through IMDSv2 only, because
@@ -48,6 +57,11 @@ type AWS struct {
 	mu      sync.Mutex
 	token   string
 	expires time.Time
+
+	// events holds the scheduled events reported, so that one that turns
+	// completed or canceled, or leaves the list, is canceled once.
+	evmu   sync.Mutex
+	events ledger
 }
 
 // NewAWS returns a Source for the EC2 metadata service at base; a nil client
@@ -128,6 +142,12 @@ func (a *AWS) get(ctx context.Context, path string) (response, error) {
 
 // Poll reads the spot interruption notice, the rebalance recommendation and
 // the scheduled maintenance events; each one missing (404) means no notice.
+// The spot notice is a preemption with ID AWSSpotID at the document's time;
+// the recommendation a rebalance with ID AWSRebalanceID and no time;
+// scheduled events keep their EventId, system-reboot and instance-reboot are
+// reboots, the other codes maintenance, each at its NotBefore. A scheduled
+// event reported earlier that turns completed or canceled, or is no longer
+// listed, comes back once with Canceled set.
 func (a *AWS) Poll(ctx context.Context) ([]gpuwarden.Notice, error) {
 	var notices []gpuwarden.Notice
 	var errs []error
@@ -169,7 +189,8 @@ type awsInstanceAction struct {
 	Time   string `json:"time"`
 }
 
-// spot maps the interruption notice to a preemption at its time.
+// spot maps the interruption notice to a preemption at its time, under the
+// one ID AWSSpotID whatever the time and action say.
 func (a *AWS) spot(ctx context.Context) ([]gpuwarden.Notice, error) {
 	body, ok, err := a.document(ctx, awsSpotPath)
 	if err != nil || !ok {
@@ -193,7 +214,7 @@ func (a *AWS) spot(ctx context.Context) ([]gpuwarden.Notice, error) {
 		Kind:     gpuwarden.NoticePreemption,
 		At:       at.UTC(),
 		Detail:   "spot " + doc.Action,
-		ID:       "aws-spot-" + doc.Time,
+		ID:       AWSSpotID,
 	}}, nil
 }
 
@@ -204,7 +225,7 @@ type awsRebalance struct {
 }
 
 // rebalance maps the recommendation; it carries no interruption time, so At
-// stays zero and the emission time goes into Detail.
+// stays zero and the emission time goes into Detail, not into the ID.
 func (a *AWS) rebalance(ctx context.Context) ([]gpuwarden.Notice, error) {
 	body, ok, err := a.document(ctx, awsRebalancePath)
 	if err != nil || !ok {
@@ -221,7 +242,7 @@ func (a *AWS) rebalance(ctx context.Context) ([]gpuwarden.Notice, error) {
 		Provider: ProviderAWS,
 		Kind:     gpuwarden.NoticeRebalance,
 		Detail:   "rebalance recommended at " + doc.NoticeTime,
-		ID:       "aws-rebalance-" + doc.NoticeTime,
+		ID:       AWSRebalanceID,
 	}}, nil
 }
 
@@ -237,46 +258,91 @@ type awsScheduledEvent struct {
 }
 
 // scheduled maps reboots to NoticeReboot and stop, retirement and
-// maintenance to NoticeMaintenance; completed and canceled events are history.
+// maintenance to NoticeMaintenance. Completed and canceled events are
+// history, except that one reported earlier is canceled; so is one that
+// leaves the list, unless an entry without EventId makes that unknowable.
 func (a *AWS) scheduled(ctx context.Context) ([]gpuwarden.Notice, error) {
 	body, ok, err := a.document(ctx, awsScheduledPath)
-	if err != nil || !ok {
+	if err != nil {
 		return nil, err
 	}
 	var events []awsScheduledEvent
-	if err := json.Unmarshal(body, &events); err != nil {
-		return nil, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("decode: %w", err))
+	if ok {
+		if err := json.Unmarshal(body, &events); err != nil {
+			return nil, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("decode: %w", err))
+		}
 	}
+	a.evmu.Lock()
+	defer a.evmu.Unlock()
 	var notices []gpuwarden.Notice
+	var errs []error
+	present := make(map[string]bool, len(events))
+	complete := true
 	for i, ev := range events {
 		if ev.EventID == "" {
-			return notices, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("event %d has no EventId", i))
+			errs = append(errs, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("event %d has no EventId", i)))
+			complete = false
+			continue
 		}
-		state := strings.ToLower(ev.State)
-		if state == "completed" || state == "canceled" || strings.HasPrefix(ev.Description, "[Completed]") || strings.HasPrefix(ev.Description, "[Canceled]") {
+		present[ev.EventID] = true
+		if state, ended := awsEnded(ev); ended {
+			if n, ok := a.events.cancel(ev.EventID, awsDetail(ev.Code+" "+state, ev.Description)); ok {
+				notices = append(notices, n)
+			}
 			continue
 		}
 		var at time.Time
 		if ev.NotBefore != "" {
 			t, err := time.Parse(awsScheduledLayout, ev.NotBefore)
 			if err != nil {
-				return notices, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("event %s NotBefore: %w", ev.EventID, err))
+				errs = append(errs, pathError(ProviderAWS, awsScheduledPath, fmt.Errorf("event %s NotBefore: %w", ev.EventID, err)))
+				continue
 			}
 			at = t.UTC()
 		}
-		kind := gpuwarden.NoticeMaintenance
-		if ev.Code == "system-reboot" || ev.Code == "instance-reboot" {
-			kind = gpuwarden.NoticeReboot
+		n := gpuwarden.Notice{
+			Provider: ProviderAWS, Kind: awsScheduledKind(ev.Code), At: at,
+			Detail: awsDetail(ev.Code, ev.Description), ID: ev.EventID,
 		}
-		detail := ev.Code
-		if ev.Description != "" {
-			detail += ": " + ev.Description
-		}
-		notices = append(notices, gpuwarden.Notice{
-			Provider: ProviderAWS, Kind: kind, At: at, Detail: detail, ID: ev.EventID,
-		})
+		a.events.put(n)
+		notices = append(notices, n)
 	}
-	return notices, nil
+	if complete {
+		notices = append(notices, a.events.sweep(present, "no longer scheduled")...)
+	}
+	return notices, errors.Join(errs...)
+}
+
+// awsEnded says whether a scheduled event is over, by its State or, as the
+// user guide shows for events kept in the list, a "[Completed]" or
+// "[Canceled]" description prefix; state is the word for Detail.
+func awsEnded(ev awsScheduledEvent) (state string, ended bool) {
+	switch s := strings.ToLower(ev.State); {
+	case s == "completed" || strings.HasPrefix(ev.Description, "[Completed]"):
+		return "completed", true
+	case s == "canceled" || s == "cancelled" || strings.HasPrefix(ev.Description, "[Canceled]"):
+		return "canceled", true
+	}
+	return "", false
+}
+
+// awsScheduledKind maps an event code: the two reboots reboot the instance;
+// instance-stop, instance-retirement, system-maintenance and any code AWS
+// adds later stop it or take its host, which is maintenance.
+func awsScheduledKind(code string) string {
+	switch code {
+	case "system-reboot", "instance-reboot":
+		return gpuwarden.NoticeReboot
+	}
+	return gpuwarden.NoticeMaintenance
+}
+
+// awsDetail is "code: description", or the code alone.
+func awsDetail(code, description string) string {
+	if description == "" {
+		return code
+	}
+	return code + ": " + description
 }
 
 // document returns a metadata document's body, ok=false when the category is

@@ -41,7 +41,7 @@ func equalNotices(t *testing.T, got, want []gpuwarden.Notice) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Provider != w.Provider || g.Kind != w.Kind || !g.At.Equal(w.At) || g.Detail != w.Detail || g.ID != w.ID {
+		if g.Provider != w.Provider || g.Kind != w.Kind || !g.At.Equal(w.At) || g.Detail != w.Detail || g.ID != w.ID || g.Canceled != w.Canceled {
 			t.Errorf("notice %d:\n got %+v\nwant %+v", i, g, w)
 		}
 	}
@@ -66,25 +66,25 @@ func TestAWSPoll(t *testing.T) {
 			name:  "spot terminate",
 			setup: func(f *preempttest.AWS) { f.Interrupt("terminate", spotAt) },
 			want: []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt,
-				Detail: "spot terminate", ID: "aws-spot-2017-09-18T08:22:00Z"}},
+				Detail: "spot terminate", ID: preempt.AWSSpotID}},
 		},
 		{
 			name:  "spot stop",
 			setup: func(f *preempttest.AWS) { f.Interrupt("stop", spotAt) },
 			want: []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt,
-				Detail: "spot stop", ID: "aws-spot-2017-09-18T08:22:00Z"}},
+				Detail: "spot stop", ID: preempt.AWSSpotID}},
 		},
 		{
 			name:  "spot hibernate",
 			setup: func(f *preempttest.AWS) { f.Interrupt("hibernate", spotAt) },
 			want: []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt,
-				Detail: "spot hibernate", ID: "aws-spot-2017-09-18T08:22:00Z"}},
+				Detail: "spot hibernate", ID: preempt.AWSSpotID}},
 		},
 		{
 			name:  "rebalance",
 			setup: func(f *preempttest.AWS) { f.Rebalance(time.Date(2020, 11, 5, 8, 22, 0, 0, time.UTC)) },
 			want: []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticeRebalance,
-				Detail: "rebalance recommended at 2020-11-05T08:22:00Z", ID: "aws-rebalance-2020-11-05T08:22:00Z"}},
+				Detail: "rebalance recommended at 2020-11-05T08:22:00Z", ID: preempt.AWSRebalanceID}},
 		},
 		{
 			name: "spot and rebalance together",
@@ -93,8 +93,8 @@ func TestAWSPoll(t *testing.T) {
 				f.Interrupt("terminate", spotAt)
 			},
 			want: []gpuwarden.Notice{
-				{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt, Detail: "spot terminate", ID: "aws-spot-2017-09-18T08:22:00Z"},
-				{Provider: "aws", Kind: gpuwarden.NoticeRebalance, Detail: "rebalance recommended at 2017-09-18T08:21:00Z", ID: "aws-rebalance-2017-09-18T08:21:00Z"},
+				{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt, Detail: "spot terminate", ID: preempt.AWSSpotID},
+				{Provider: "aws", Kind: gpuwarden.NoticeRebalance, Detail: "rebalance recommended at 2017-09-18T08:21:00Z", ID: preempt.AWSRebalanceID},
 			},
 		},
 		{
@@ -191,7 +191,7 @@ func TestAWSPoll(t *testing.T) {
 				f.Respond(schedPath, http.StatusOK, "<html>")
 			},
 			want: []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: spotAt,
-				Detail: "spot terminate", ID: "aws-spot-2017-09-18T08:22:00Z"}},
+				Detail: "spot terminate", ID: preempt.AWSSpotID}},
 			wantErr: []string{"aws", schedPath},
 		},
 	}
@@ -210,6 +210,89 @@ func TestAWSPoll(t *testing.T) {
 			}
 			equalNotices(t, got, tt.want)
 		})
+	}
+}
+
+// TestAWSScheduledLife follows scheduled events through polls: reported
+// once per poll under their EventId, canceled once when they turn completed
+// or canceled or leave the list, never for events first seen already over,
+// and not while an entry without EventId makes the list unreadable.
+func TestAWSScheduledLife(t *testing.T) {
+	const schedPath = "/latest/meta-data/events/maintenance/scheduled"
+	f := preempttest.NewAWS()
+	defer f.Close()
+	src := preempt.NewAWS(nil, f.URL)
+	nb := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	nbs := nb.Format(preempttest.AWSTimeLayout)
+	reboot := gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticeReboot, At: nb, Detail: "system-reboot: scheduled reboot", ID: "e-reboot"}
+	stop := gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticeMaintenance, At: nb, Detail: "instance-stop", ID: "e-stop"}
+	cancel := func(n gpuwarden.Notice, detail string) gpuwarden.Notice {
+		n.Canceled, n.Detail = true, detail
+		return n
+	}
+	steps := []struct {
+		name  string
+		setup func()
+		want  []gpuwarden.Notice
+		err   bool
+	}{
+		{"two active", func() {
+			f.Schedule(preempttest.AWSEvent{EventID: "e-reboot", Code: "system-reboot", Description: "scheduled reboot", NotBefore: nbs})
+			f.Schedule(preempttest.AWSEvent{EventID: "e-stop", Code: "instance-stop", NotBefore: nbs})
+			// Over before this source ever saw it: history, not news.
+			f.Schedule(preempttest.AWSEvent{EventID: "e-retire", Code: "instance-retirement", Description: "[Canceled] retire", NotBefore: nbs})
+		}, []gpuwarden.Notice{reboot, stop}, false},
+		{"same again", func() {}, []gpuwarden.Notice{reboot, stop}, false},
+		{"reboot canceled by State", func() { f.SetState("e-reboot", "canceled") },
+			[]gpuwarden.Notice{cancel(reboot, "system-reboot canceled: scheduled reboot"), stop}, false},
+		{"canceled only once", func() {}, []gpuwarden.Notice{stop}, false},
+		{"an entry without EventId hides what left", func() {
+			f.Respond(schedPath, http.StatusOK, `[{"Code": "system-reboot", "NotBefore": "`+nbs+`"}]`)
+		}, nil, true},
+		{"stop completed by description", func() {
+			f.Respond(schedPath, http.StatusOK, `[{"EventId": "e-stop", "Code": "instance-stop", "State": "active", "Description": "[Completed] stopped", "NotBefore": "`+nbs+`"}]`)
+		}, []gpuwarden.Notice{cancel(stop, "instance-stop completed: [Completed] stopped")}, false},
+		{"a new one", func() {
+			f.Clear()
+			f.Schedule(preempttest.AWSEvent{EventID: "e-maint", Code: "system-maintenance", NotBefore: nbs})
+		}, []gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticeMaintenance, At: nb, Detail: "system-maintenance", ID: "e-maint"}}, false},
+		{"list gone (404)", func() { f.Unschedule("e-maint") },
+			[]gpuwarden.Notice{{Provider: "aws", Kind: gpuwarden.NoticeMaintenance, At: nb, Detail: "system-maintenance (no longer scheduled)", ID: "e-maint", Canceled: true}}, false},
+		{"quiet after", func() {}, nil, false},
+	}
+	for _, s := range steps {
+		s.setup()
+		got, err := src.Poll(testCtx(t))
+		if (err != nil) != s.err {
+			t.Fatalf("%s: err = %v, want error %v", s.name, err, s.err)
+		}
+		t.Logf("step %s", s.name)
+		equalNotices(t, got, s.want)
+	}
+}
+
+// TestAWSErrorCancelsNothing checks that a failed read of the list is not
+// taken for an empty one.
+func TestAWSErrorCancelsNothing(t *testing.T) {
+	const schedPath = "/latest/meta-data/events/maintenance/scheduled"
+	f := preempttest.NewAWS()
+	defer f.Close()
+	src := preempt.NewAWS(nil, f.URL)
+	f.Schedule(preempttest.AWSEvent{EventID: "e1", Code: "system-reboot", NotBefore: "1 May 2026 10:00:00 GMT"})
+	if got, err := src.Poll(testCtx(t)); err != nil || len(got) != 1 {
+		t.Fatalf("first poll: %+v, %v", got, err)
+	}
+	for _, status := range []int{http.StatusInternalServerError, http.StatusOK} {
+		f.Respond(schedPath, status, "<html>")
+		got, err := src.Poll(testCtx(t))
+		if err == nil || len(got) != 0 {
+			t.Errorf("status %d: %+v, %v; want an error and no cancellation", status, got, err)
+		}
+	}
+	f.Clear()
+	got, err := src.Poll(testCtx(t))
+	if err != nil || len(got) != 1 || !got[0].Canceled || got[0].ID != "e1" {
+		t.Errorf("after the list went away: %+v, %v; want e1 canceled", got, err)
 	}
 }
 

@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +16,10 @@ import (
 	"github.com/gpuwarden/gpuwarden/preempt"
 	"github.com/gpuwarden/gpuwarden/preempt/preempttest"
 )
+
+// azureNow is the fixed clock of the Azure tests, the At of an event first
+// seen already started.
+var azureNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func TestAzurePoll(t *testing.T) {
 	const path = "/metadata/scheduledevents"
@@ -33,8 +42,9 @@ func TestAzurePoll(t *testing.T) {
 		{name: "preempt", setup: event("Preempt"), want: want(gpuwarden.NoticePreemption, "Preempt")},
 		{name: "reboot", setup: event("Reboot"), want: want(gpuwarden.NoticeReboot, "Reboot")},
 		{name: "redeploy", setup: event("Redeploy"), want: want(gpuwarden.NoticeRedeploy, "Redeploy")},
-		{name: "freeze", setup: event("Freeze"), want: want(gpuwarden.NoticeMaintenance, "Freeze")},
-		{name: "terminate", setup: event("Terminate"), want: want(gpuwarden.NoticeMaintenance, "Terminate")},
+		{name: "freeze", setup: event("Freeze"), want: want(gpuwarden.NoticeMigration, "Freeze")},
+		{name: "terminate deletes the VM", setup: event("Terminate"), want: want(gpuwarden.NoticePreemption, "Terminate")},
+		{name: "a type Azure adds later", setup: event("Hibernate"), want: want(gpuwarden.NoticeMaintenance, "Hibernate")},
 		{
 			name: "documented example, started with blank NotBefore",
 			setup: func(f *preempttest.Azure) {
@@ -55,7 +65,7 @@ func TestAzurePoll(t *testing.T) {
     ]
 }`)
 			},
-			want: []gpuwarden.Notice{{Provider: "azure", Kind: gpuwarden.NoticeMaintenance,
+			want: []gpuwarden.Notice{{Provider: "azure", Kind: gpuwarden.NoticeMigration, At: azureNow,
 				Detail: "Freeze Started: Virtual machine is being paused because of a memory-preserving Live Migration operation.",
 				ID:     "f020ba2e-3bc0-4c40-a10b-86575a9eabd5"}},
 		},
@@ -98,7 +108,9 @@ func TestAzurePoll(t *testing.T) {
 			f := preempttest.NewAzure()
 			defer f.Close()
 			tt.setup(f)
-			got, err := preempt.NewAzure(nil, f.URL).Poll(testCtx(t))
+			src := preempt.NewAzure(nil, f.URL)
+			src.Now = func() time.Time { return azureNow }
+			got, err := src.Poll(testCtx(t))
 			if tt.wantErr == nil && err != nil {
 				t.Fatalf("Poll: %v", err)
 			}
@@ -127,8 +139,191 @@ func TestAzureFakePreemptAndRemove(t *testing.T) {
 		t.Fatalf("got %+v, want one preemption %s at %v", got, id, at)
 	}
 	f.Remove(id)
+	want := []gpuwarden.Notice{{Provider: "azure", Kind: gpuwarden.NoticePreemption, At: at, ID: id, Canceled: true,
+		Detail: "Preempt Scheduled: Virtual machine is being preempted. (no longer in Scheduled Events)"}}
+	got, err = src.Poll(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalNotices(t, got, want)
 	if got, err := src.Poll(testCtx(t)); err != nil || len(got) != 0 {
-		t.Fatalf("after Remove: %+v, %v; want none", got, err)
+		t.Fatalf("after the cancellation: %+v, %v; want none (cancel once)", got, err)
+	}
+}
+
+// TestAzureEventLife follows events through polls: At from NotBefore, then
+// the first sighting once started, and one cancellation when it leaves the
+// list, none while a malformed entry makes the list unreadable.
+func TestAzureEventLife(t *testing.T) {
+	const path = "/metadata/scheduledevents"
+	f := preempttest.NewAzure()
+	defer f.Close()
+	src := preempt.NewAzure(nil, f.URL)
+	now := azureNow
+	src.Now = func() time.Time { return now }
+	notBefore := azureNow.Add(10 * time.Minute)
+	reboot := func(status, nb string) string {
+		return `{"EventId": "r1", "EventType": "Reboot", "EventStatus": "` + status + `", "NotBefore": "` + nb + `", "Description": "Virtual machine is going to be restarted as requested by authorized user."}`
+	}
+	const detail = ": Virtual machine is going to be restarted as requested by authorized user."
+	scheduled := reboot("Scheduled", notBefore.Format(preempttest.AzureTimeLayout))
+	started := reboot("Started", "")
+	steps := []struct {
+		name   string
+		events string // the Events array's entries
+		want   []gpuwarden.Notice
+		err    bool
+	}{
+		{"scheduled", scheduled, []gpuwarden.Notice{
+			{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: notBefore, Detail: "Reboot Scheduled" + detail, ID: "r1"}}, false},
+		{"started: first sighting", started, []gpuwarden.Notice{
+			{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: azureNow.Add(time.Second), Detail: "Reboot Started" + detail, ID: "r1"}}, false},
+		{"still started: At stays", started, []gpuwarden.Notice{
+			{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: azureNow.Add(time.Second), Detail: "Reboot Started" + detail, ID: "r1"}}, false},
+		{"an entry without EventId hides what left", `{"EventType": "Freeze"}`, nil, true},
+		{"gone", "", []gpuwarden.Notice{
+			{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: azureNow.Add(time.Second), Canceled: true,
+				Detail: "Reboot Started" + detail + " (no longer in Scheduled Events)", ID: "r1"}}, false},
+		{"gone stays quiet", "", nil, false},
+	}
+	for i, s := range steps {
+		f.Respond(path, http.StatusOK, `{"DocumentIncarnation": `+strconv.Itoa(i+2)+`, "Events": [`+s.events+`]}`)
+		got, err := src.Poll(testCtx(t))
+		if (err != nil) != s.err {
+			t.Fatalf("%s: err = %v, want error %v", s.name, err, s.err)
+		}
+		t.Logf("step %s", s.name)
+		equalNotices(t, got, s.want)
+		now = now.Add(time.Second)
+	}
+}
+
+// TestAzureApprove checks the request Approve sends, its errors, and that an
+// approved event leaving the list is not a cancellation.
+func TestAzureApprove(t *testing.T) {
+	type request struct {
+		method, query, metadata, contentType, body string
+	}
+	tests := []struct {
+		name    string
+		status  int
+		id      string
+		wantErr []string // nil: no error
+	}{
+		{name: "accepted", status: http.StatusOK, id: "ev-1"},
+		{name: "refused", status: http.StatusBadRequest, id: "ev-1", wantErr: []string{"azure", "/metadata/scheduledevents", "ev-1", "400"}},
+		{name: "server error", status: http.StatusInternalServerError, id: "ev-1", wantErr: []string{"azure", "500"}},
+		{name: "no id", status: http.StatusOK, id: "", wantErr: []string{"azure", "empty event id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []request
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				got = append(got, request{r.Method, r.URL.RawQuery, r.Header.Get("Metadata"), r.Header.Get("Content-Type"), string(b)})
+				mu.Unlock()
+				w.WriteHeader(tt.status)
+			}))
+			err := preempt.NewAzure(nil, srv.URL).Approve(testCtx(t), tt.id)
+			srv.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.wantErr != nil {
+				wantErrMentions(t, err, tt.wantErr...)
+			} else if err != nil {
+				t.Fatalf("Approve: %v", err)
+			}
+			if tt.id == "" {
+				if len(got) != 0 {
+					t.Errorf("sent %+v for an empty id, want nothing", got)
+				}
+				return
+			}
+			want := request{"POST", "api-version=2020-07-01", "true", "application/json", `{"StartRequests":[{"EventId":"` + tt.id + `"}]}`}
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("requests %+v, want one %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestAzureApproveDropsTheEventWithoutCanceling(t *testing.T) {
+	f := preempttest.NewAzure()
+	defer f.Close()
+	src := preempt.NewAzure(nil, f.URL)
+	var _ preempt.Approver = src
+	reboot := f.Schedule(preempttest.AzureEvent{EventType: "Reboot", NotBefore: time.Now().Add(15 * time.Minute).UTC().Format(preempttest.AzureTimeLayout)})
+	freeze := f.Schedule(preempttest.AzureEvent{EventType: "Freeze", NotBefore: time.Now().Add(15 * time.Minute).UTC().Format(preempttest.AzureTimeLayout)})
+	ctx := testCtx(t)
+	if got, err := src.Poll(ctx); err != nil || len(got) != 2 {
+		t.Fatalf("first poll: %+v, %v; want both events", got, err)
+	}
+	if err := src.Approve(ctx, reboot); err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	if got, want := f.Approved(), []string{reboot}; !slices.Equal(got, want) {
+		t.Errorf("fake approved %v, want %v", got, want)
+	}
+	f.Remove(freeze)
+	got, err := src.Poll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The approved reboot went ahead as asked; only the freeze was withdrawn.
+	if len(got) != 1 || got[0].ID != freeze || !got[0].Canceled {
+		t.Errorf("after approving %s and withdrawing %s: %+v, want only %s canceled", reboot, freeze, got, freeze)
+	}
+	if n := f.Rejected(); n != 0 {
+		t.Errorf("fake refused %d requests", n)
+	}
+}
+
+func TestAzureFakeStartRequests(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		header bool
+		want   int
+	}{
+		{"approve", `{"StartRequests":[{"EventId":"ID"}]}`, true, http.StatusOK},
+		{"without the header", `{"StartRequests":[{"EventId":"ID"}]}`, false, http.StatusBadRequest},
+		{"not json", `EventId=ID`, true, http.StatusBadRequest},
+		{"no requests", `{"StartRequests":[]}`, true, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := preempttest.NewAzure()
+			defer f.Close()
+			id := f.Preempt(time.Now().Add(time.Minute))
+			req, _ := http.NewRequest("POST", f.URL+"/metadata/scheduledevents?api-version=2020-07-01", strings.NewReader(strings.ReplaceAll(tt.body, "ID", id)))
+			if tt.header {
+				req.Header.Set("Metadata", "true")
+			}
+			res, err := f.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.want {
+				t.Fatalf("status = %d, want %d", res.StatusCode, tt.want)
+			}
+			got, err := preempt.NewAzure(nil, f.URL).Poll(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantApproved, wantEvents := []string(nil), 1
+			if tt.want == http.StatusOK {
+				wantApproved, wantEvents = []string{id}, 0
+			}
+			if a := f.Approved(); !slices.Equal(a, wantApproved) {
+				t.Errorf("approved %v, want %v", a, wantApproved)
+			}
+			if len(got) != wantEvents {
+				t.Errorf("events listed after: %+v, want %d", got, wantEvents)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -21,27 +22,51 @@ const (
 	gcpFlavor          = "Google"
 	// gcpNoMaintenance is maintenance-event's value when nothing is coming.
 	gcpNoMaintenance = "NONE"
+	// gcpMigrate is the value for a live migration, which processes survive.
+	gcpMigrate = "MIGRATE_ON_HOST_MAINTENANCE"
+
+	// GCPPreemptedID is the ID of the preemption notice: a VM is preempted
+	// once per life.
+	GCPPreemptedID = "gcp-preempted"
+	// GCPPreemptionNotice is how long before the stop GCP sets preempted,
+	// as its documentation gives it: At is the first poll that saw TRUE
+	// plus this.
+	GCPPreemptionNotice = 30 * time.Second
+	// GCPMaintenanceNotice is how long before the event GCP sets
+	// maintenance-event, as its documentation gives it: At is the first poll
+	// that saw the value plus this.
+	GCPMaintenanceNotice = 60 * time.Second
 )
 
 // GCP polls the Compute Engine metadata server. Plain polls every second
 // suffice: preempted stays TRUE until the VM stops (about 30 s) and
 // maintenance-event changes 60 s ahead, so no change can fall between two
 // polls, and wait_for_change would need one hanging request per key.
+//
+// GCP says neither when a preemption nor when maintenance happens, only that
+// it is coming, so At is derived from the first poll that saw the value and
+// the notice GCP documents, and then kept, so that it does not move.
 type GCP struct {
+	// Now is the clock that dates first sightings, a field so tests can fix it.
+	Now func() time.Time
+
 	client *http.Client
 	base   string
 
-	mu sync.Mutex
-	// lastMaint and maintSeq number each maintenance window, so that a second
+	mu          sync.Mutex
+	preemptedAt time.Time
+	// maint is the maintenance window now reported and maintVal its value,
+	// NONE when there is none. maintSeq numbers the windows, so that a second
 	// window with the same value is a new notice and one window is one notice.
-	lastMaint string
-	maintSeq  int
+	maint    gpuwarden.Notice
+	maintVal string
+	maintSeq int
 }
 
 // NewGCP returns a Source for the metadata server at base; a nil client means
 // NewClient().
 func NewGCP(client *http.Client, base string) *GCP {
-	return &GCP{client: newClientIfNil(client), base: trimBase(base), lastMaint: gcpNoMaintenance}
+	return &GCP{Now: time.Now, client: newClientIfNil(client), base: trimBase(base), maintVal: gcpNoMaintenance}
 }
 
 // Provider returns "gcp".
@@ -83,7 +108,13 @@ func (g *GCP) probe(ctx context.Context) error {
 
 // Poll reads instance/preempted (TRUE or FALSE) and instance/maintenance-event
 // (NONE, MIGRATE_ON_HOST_MAINTENANCE, TERMINATE_ON_HOST_MAINTENANCE, or a value
-// Google adds later, which counts as maintenance too).
+// Google adds later). TRUE is a preemption with ID GCPPreemptedID at
+// GCPPreemptionNotice after the first poll that saw it, never canceled.
+// MIGRATE_ON_HOST_MAINTENANCE is a migration, any other value maintenance,
+// each window under its own "gcp-maintenance-N" at GCPMaintenanceNotice
+// after the first poll that saw the value (GCP documents 60 s for both). A
+// window is canceled once when the value goes back to NONE (or the key
+// vanishes) or changes to another value, which opens the next window.
 func (g *GCP) Poll(ctx context.Context) ([]gpuwarden.Notice, error) {
 	var notices []gpuwarden.Notice
 	var errs []error
@@ -94,10 +125,15 @@ func (g *GCP) Poll(ctx context.Context) ([]gpuwarden.Notice, error) {
 		errs = append(errs, err)
 	case !ok, v == "FALSE":
 	case v == "TRUE":
-		// Preemption happens once per VM life, so one fixed ID is right.
+		g.mu.Lock()
+		if g.preemptedAt.IsZero() {
+			g.preemptedAt = g.Now().UTC().Add(GCPPreemptionNotice)
+		}
+		at := g.preemptedAt
+		g.mu.Unlock()
 		notices = append(notices, gpuwarden.Notice{
-			Provider: ProviderGCP, Kind: gpuwarden.NoticePreemption,
-			Detail: "instance/preempted=TRUE", ID: "gcp-preempted",
+			Provider: ProviderGCP, Kind: gpuwarden.NoticePreemption, At: at,
+			Detail: "instance/preempted=TRUE", ID: GCPPreemptedID,
 		})
 	default:
 		errs = append(errs, pathError(ProviderGCP, gcpPreemptedPath, fmt.Errorf("want TRUE or FALSE, got %s", snippet([]byte(v)))))
@@ -110,23 +146,50 @@ func (g *GCP) Poll(ctx context.Context) ([]gpuwarden.Notice, error) {
 	switch {
 	case err != nil:
 		errs = append(errs, err)
-	case !ok || v == gcpNoMaintenance:
-		g.mu.Lock()
-		g.lastMaint = gcpNoMaintenance
-		g.mu.Unlock()
-	case v == "":
+	case v == "" && ok:
 		errs = append(errs, pathError(ProviderGCP, gcpMaintenancePath, errors.New("empty value")))
 	default:
-		g.mu.Lock()
-		if v != g.lastMaint {
-			g.lastMaint = v
-			g.maintSeq++
+		if !ok {
+			v = gcpNoMaintenance
 		}
-		id := "gcp-maintenance-" + strconv.Itoa(g.maintSeq)
-		g.mu.Unlock()
-		notices = append(notices, gpuwarden.Notice{
-			Provider: ProviderGCP, Kind: gpuwarden.NoticeMaintenance, Detail: v, ID: id,
-		})
+		notices = append(notices, g.maintenance(v)...)
 	}
 	return notices, errors.Join(errs...)
+}
+
+// maintenance turns one maintenance-event value into the notices of this
+// poll: the end of the window reported before, when the value left it, and
+// the window the value names, unless it is NONE.
+func (g *GCP) maintenance(v string) []gpuwarden.Notice {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v == g.maintVal {
+		if v == gcpNoMaintenance {
+			return nil
+		}
+		return []gpuwarden.Notice{g.maint}
+	}
+	var out []gpuwarden.Notice
+	if g.maintVal != gcpNoMaintenance {
+		why := "maintenance-event back to NONE"
+		if v != gcpNoMaintenance {
+			why = "maintenance-event now " + v
+		}
+		out = append(out, canceled(g.maint, g.maintVal+" ended: "+why))
+	}
+	g.maintVal = v
+	if v == gcpNoMaintenance {
+		g.maint = gpuwarden.Notice{}
+		return out
+	}
+	g.maintSeq++
+	kind := gpuwarden.NoticeMaintenance
+	if v == gcpMigrate {
+		kind = gpuwarden.NoticeMigration
+	}
+	g.maint = gpuwarden.Notice{
+		Provider: ProviderGCP, Kind: kind, At: g.Now().UTC().Add(GCPMaintenanceNotice),
+		Detail: v, ID: "gcp-maintenance-" + strconv.Itoa(g.maintSeq),
+	}
+	return append(out, g.maint)
 }

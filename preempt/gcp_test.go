@@ -5,17 +5,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/preempt"
 	"github.com/gpuwarden/gpuwarden/preempt/preempttest"
 )
 
+// gcpNow is the fixed clock of the GCP tests: At is first seen plus the
+// notice GCP documents.
+var gcpNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
 func TestGCPPoll(t *testing.T) {
 	const (
 		preemptedPath = "/computeMetadata/v1/instance/preempted"
 		maintPath     = "/computeMetadata/v1/instance/maintenance-event"
 	)
+	preemptAt := gcpNow.Add(30 * time.Second)
+	maintAt := gcpNow.Add(60 * time.Second)
 	tests := []struct {
 		name    string
 		setup   func(f *preempttest.GCP)
@@ -26,22 +33,22 @@ func TestGCPPoll(t *testing.T) {
 		{
 			name:  "preempted",
 			setup: func(f *preempttest.GCP) { f.Preempt() },
-			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticePreemption, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"}},
+			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticePreemption, At: preemptAt, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"}},
 		},
 		{
 			name:  "live migration",
 			setup: func(f *preempttest.GCP) { f.Maintenance("MIGRATE_ON_HOST_MAINTENANCE") },
-			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, Detail: "MIGRATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"}},
+			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMigration, At: maintAt, Detail: "MIGRATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"}},
 		},
 		{
 			name:  "terminate for maintenance",
 			setup: func(f *preempttest.GCP) { f.Maintenance("TERMINATE_ON_HOST_MAINTENANCE") },
-			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, Detail: "TERMINATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"}},
+			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: maintAt, Detail: "TERMINATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"}},
 		},
 		{
 			name:  "a value Google adds later is still maintenance",
 			setup: func(f *preempttest.GCP) { f.Maintenance("SOME_FUTURE_EVENT") },
-			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, Detail: "SOME_FUTURE_EVENT", ID: "gcp-maintenance-1"}},
+			want:  []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: maintAt, Detail: "SOME_FUTURE_EVENT", ID: "gcp-maintenance-1"}},
 		},
 		{
 			name: "preempted and maintenance together",
@@ -50,8 +57,8 @@ func TestGCPPoll(t *testing.T) {
 				f.Maintenance("TERMINATE_ON_HOST_MAINTENANCE")
 			},
 			want: []gpuwarden.Notice{
-				{Provider: "gcp", Kind: gpuwarden.NoticePreemption, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"},
-				{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, Detail: "TERMINATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"},
+				{Provider: "gcp", Kind: gpuwarden.NoticePreemption, At: preemptAt, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"},
+				{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: maintAt, Detail: "TERMINATE_ON_HOST_MAINTENANCE", ID: "gcp-maintenance-1"},
 			},
 		},
 		{name: "keys absent on this VM", setup: func(f *preempttest.GCP) {
@@ -79,7 +86,7 @@ func TestGCPPoll(t *testing.T) {
 				f.Preempt()
 				f.Respond(maintPath, http.StatusInternalServerError, "")
 			},
-			want:    []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticePreemption, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"}},
+			want:    []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticePreemption, At: preemptAt, Detail: "instance/preempted=TRUE", ID: "gcp-preempted"}},
 			wantErr: []string{"gcp", maintPath},
 		},
 	}
@@ -89,7 +96,9 @@ func TestGCPPoll(t *testing.T) {
 			f := preempttest.NewGCP()
 			defer f.Close()
 			tt.setup(f)
-			got, err := preempt.NewGCP(nil, f.URL).Poll(testCtx(t))
+			src := preempt.NewGCP(nil, f.URL)
+			src.Now = func() time.Time { return gcpNow }
+			got, err := src.Poll(testCtx(t))
 			if tt.wantErr == nil && err != nil {
 				t.Fatalf("Poll: %v", err)
 			}
@@ -105,37 +114,86 @@ func TestGCPPoll(t *testing.T) {
 }
 
 // TestGCPMaintenanceWindows checks that one window is one notice however many
-// polls see it, and that the next window is a new one.
+// polls see it, that its At stays the first sighting plus 60 s, that the end
+// of a window cancels it once, and that the next window is a new one.
 func TestGCPMaintenanceWindows(t *testing.T) {
 	f := preempttest.NewGCP()
 	defer f.Close()
 	src := preempt.NewGCP(nil, f.URL)
+	now := gcpNow
+	src.Now = func() time.Time { return now }
 	ctx := testCtx(t)
+	const (
+		migrate   = "MIGRATE_ON_HOST_MAINTENANCE"
+		terminate = "TERMINATE_ON_HOST_MAINTENANCE"
+	)
+	at := func(sec int) time.Time { return gcpNow.Add(time.Duration(sec) * time.Second) }
 	steps := []struct {
-		value  string
-		wantID string // "" means no notice
+		value string // "" means the key is absent (404)
+		want  []gpuwarden.Notice
 	}{
-		{"NONE", ""},
-		{"MIGRATE_ON_HOST_MAINTENANCE", "gcp-maintenance-1"},
-		{"MIGRATE_ON_HOST_MAINTENANCE", "gcp-maintenance-1"},
-		{"TERMINATE_ON_HOST_MAINTENANCE", "gcp-maintenance-2"},
-		{"NONE", ""},
-		{"MIGRATE_ON_HOST_MAINTENANCE", "gcp-maintenance-3"},
+		{"NONE", nil},
+		{migrate, []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMigration, At: at(61), Detail: migrate, ID: "gcp-maintenance-1"}}},
+		// A second later the same window: same ID, same At.
+		{migrate, []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMigration, At: at(61), Detail: migrate, ID: "gcp-maintenance-1"}}},
+		// Another value ends the window and opens the next.
+		{terminate, []gpuwarden.Notice{
+			{Provider: "gcp", Kind: gpuwarden.NoticeMigration, At: at(61), Detail: migrate + " ended: maintenance-event now " + terminate, ID: "gcp-maintenance-1", Canceled: true},
+			{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: at(63), Detail: terminate, ID: "gcp-maintenance-2"},
+		}},
+		{"NONE", []gpuwarden.Notice{
+			{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: at(63), Detail: terminate + " ended: maintenance-event back to NONE", ID: "gcp-maintenance-2", Canceled: true},
+		}},
+		{"NONE", nil},
+		{"SOME_FUTURE_EVENT", []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: at(66), Detail: "SOME_FUTURE_EVENT", ID: "gcp-maintenance-3"}}},
+		// The key vanishing ends the window as NONE does.
+		{"", []gpuwarden.Notice{
+			{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: at(66), Detail: "SOME_FUTURE_EVENT ended: maintenance-event back to NONE", ID: "gcp-maintenance-3", Canceled: true},
+		}},
+		{"", nil},
 	}
 	for i, s := range steps {
-		f.Maintenance(s.value)
+		if s.value == "" {
+			f.Respond("/computeMetadata/v1/instance/maintenance-event", http.StatusNotFound, "not found")
+		} else {
+			f.Clear()
+			f.Maintenance(s.value)
+		}
 		got, err := src.Poll(ctx)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("step %d: %v", i, err)
 		}
-		var gotID string
-		if len(got) > 0 {
-			gotID = got[0].ID
-		}
-		if gotID != s.wantID {
-			t.Errorf("step %d (%s): id %q, want %q", i, s.value, gotID, s.wantID)
-		}
+		t.Logf("step %d: %s", i, s.value)
+		equalNotices(t, got, s.want)
+		now = now.Add(time.Second)
 	}
+}
+
+// TestGCPPreemptionAtStays checks that At is the first poll that saw TRUE
+// plus 30 s, however late later polls are, and that FALSE cancels nothing.
+func TestGCPPreemptionAtStays(t *testing.T) {
+	f := preempttest.NewGCP()
+	defer f.Close()
+	src := preempt.NewGCP(nil, f.URL)
+	now := gcpNow
+	src.Now = func() time.Time { return now }
+	f.Preempt()
+	want := []gpuwarden.Notice{{Provider: "gcp", Kind: gpuwarden.NoticePreemption, At: gcpNow.Add(30 * time.Second),
+		Detail: "instance/preempted=TRUE", ID: preempt.GCPPreemptedID}}
+	for i := range 3 {
+		got, err := src.Poll(testCtx(t))
+		if err != nil {
+			t.Fatalf("poll %d: %v", i, err)
+		}
+		equalNotices(t, got, want)
+		now = now.Add(5 * time.Second)
+	}
+	f.Clear()
+	got, err := src.Poll(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalNotices(t, got, nil)
 }
 
 // TestGCPRequiresFlavorOnResponse refuses a server that answers without

@@ -2,6 +2,23 @@
 // instance metadata service of AWS, GCP and Azure, so that the agent can tell
 // jobs within two seconds (it polls every second; SkyPilot polls every five).
 //
+// One provider event is one notice ID for its whole life, because the agent
+// and `gpuwarden run` act once per ID: AWS's spot instance-action is
+// "aws-spot-instance-action" and its rebalance recommendation
+// "aws-rebalance" (the metadata mock re-sends both with a new time on every
+// request), a scheduled event is its EventId, GCP's preemption is
+// "gcp-preempted" and each maintenance window "gcp-maintenance-N". When an
+// event a source reported is completed, canceled or withdrawn, the source
+// reports the same ID and Kind once more with Canceled set, so that a stop
+// planned for it can be called off; spot interruptions, rebalance
+// recommendations and GCP preemptions are never canceled. Watch delivers an
+// ID again only when its deadline moves earlier or it is canceled.
+//
+// Sources only read, with one exception the user opts into: *Azure is an
+// Approver, and the CLI approves (POST StartRequests) an Azure event only
+// under --azure-approve and only after the job's checkpoint has committed,
+// because approval lets Azure evict, reboot or redeploy the VM at once.
+//
 // The formats follow the providers' own documentation:
 //   - AWS IMDSv2 token: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html
 //   - AWS spot/instance-action: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
@@ -12,7 +29,9 @@
 //   - GCP instance/maintenance-event: https://cloud.google.com/compute/docs/metadata/getting-live-migration-notice
 //   - Azure Scheduled Events: https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
 //
-// Fakes that serve these formats on loopback live in preempt/preempttest.
+// Fakes that serve these formats on loopback live in preempt/preempttest;
+// aemm_test.go also drives the AWS source against AWS's own
+// amazon-ec2-metadata-mock.
 package preempt
 
 import (
@@ -64,6 +83,15 @@ func DefaultEndpoints() Endpoints {
 type Source interface {
 	Provider() string
 	Poll(ctx context.Context) ([]gpuwarden.Notice, error)
+}
+
+// Approver is a Source whose cloud lets the instance acknowledge an event so
+// that it starts sooner (Azure's StartRequests). It is separate from Source
+// because approving hands the VM over early: the CLI checks
+// src.(preempt.Approver) and approves only when the user asked for it and
+// the checkpoint has committed. id is the notice's ID.
+type Approver interface {
+	Approve(ctx context.Context, id string) error
 }
 
 // Client timeouts: a non-cloud box must fail the dial fast (link-local
@@ -118,9 +146,18 @@ type response struct {
 	body   []byte
 }
 
-// do sends one request and reads at most maxBody bytes of the answer.
+// do sends one request without a body and reads at most maxBody bytes of the answer.
 func do(ctx context.Context, client *http.Client, method, url string, header map[string]string) (response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	return doBody(ctx, client, method, url, header, nil)
+}
+
+// doBody is do with a request body; nil sends none.
+func doBody(ctx context.Context, client *http.Client, method, url string, header map[string]string, body []byte) (response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
 		return response{}, err
 	}
@@ -132,14 +169,14 @@ func do(ctx context.Context, client *http.Client, method, url string, header map
 		return response{}, err
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
+	answer, err := io.ReadAll(io.LimitReader(res.Body, maxBody+1))
 	if err != nil {
 		return response{}, fmt.Errorf("read body: %w", err)
 	}
-	if len(body) > maxBody {
+	if len(answer) > maxBody {
 		return response{}, fmt.Errorf("body over %d bytes", maxBody)
 	}
-	return response{status: res.StatusCode, header: res.Header, body: body}, nil
+	return response{status: res.StatusCode, header: res.Header, body: answer}, nil
 }
 
 // pathError names the provider and path, so a log line says which document broke.

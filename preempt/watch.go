@@ -13,12 +13,22 @@ import (
 // two-minute warning.
 const MaxBackoff = 5 * time.Second
 
-// Watch polls s every `every` (the agent uses 1 s, inside its 2 s promise) from
-// the moment it starts, calls notify once per notice ID for as long as it
-// runs, backs off up to MaxBackoff while polls fail, and returns when ctx
-// ends. It logs nothing: onError, when given, receives each failed poll's
-// error, so the agent decides what a log line looks like. notify runs on
-// Watch's goroutine, so it should hand off and return.
+// Watch polls s every `every` (the agent uses 1 s, inside its 2 s promise)
+// from the moment it starts, backs off up to MaxBackoff while polls fail, and
+// returns when ctx ends. It calls notify once per event, not once per poll:
+//   - a notice whose ID it has not delivered is delivered;
+//   - a delivered ID is delivered again only when its At moves earlier (or
+//     becomes known), because a tighter deadline changes what the job must
+//     do; an At that moves later, as amazon-ec2-metadata-mock's spot time
+//     does on every request, or any other change is not delivered;
+//   - a delivered ID that comes back Canceled is delivered once more and then
+//     forgotten, so that a later active notice under it is a new event; a
+//     cancellation of an ID never delivered has nothing to call off and is
+//     dropped.
+//
+// It logs nothing: onError, when given, receives each failed poll's error,
+// so the agent decides what a log line looks like. notify runs on Watch's
+// goroutine, so it should hand off and return.
 func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwarden.Notice), onError ...func(error)) {
 	if every <= 0 {
 		every = time.Second
@@ -26,7 +36,7 @@ func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwa
 	// A poll that hangs must not hold the loop past the next tick's budget.
 	pollTimeout := min(max(2*every, time.Second), MaxBackoff)
 
-	seen := make(map[string]bool)
+	var d deliveries
 	failures := 0
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -40,12 +50,9 @@ func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwa
 		notices, err := s.Poll(pctx)
 		cancel()
 		for _, n := range notices {
-			key := noticeKey(n)
-			if seen[key] {
-				continue
+			if d.admit(n) {
+				notify(n)
 			}
-			seen[key] = true
-			notify(n)
 		}
 		if ctx.Err() != nil {
 			return
@@ -62,6 +69,33 @@ func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwa
 		}
 		timer.Reset(backoff(every, failures, MaxBackoff))
 	}
+}
+
+// deliveries is Watch's memory: the At last delivered for each live ID. A
+// canceled ID is dropped, so it holds only events the provider still lists.
+type deliveries struct {
+	at map[string]time.Time
+}
+
+// admit applies Watch's rule to n and says whether to deliver it.
+func (d *deliveries) admit(n gpuwarden.Notice) bool {
+	if d.at == nil {
+		d.at = make(map[string]time.Time)
+	}
+	key := noticeKey(n)
+	last, known := d.at[key]
+	switch {
+	case n.Canceled:
+		delete(d.at, key)
+		return known
+	case !known:
+		d.at[key] = n.At
+		return true
+	case !n.At.IsZero() && (last.IsZero() || n.At.Before(last)):
+		d.at[key] = n.At
+		return true
+	}
+	return false
 }
 
 // noticeKey is the notice's ID; a source that leaves it empty still gets

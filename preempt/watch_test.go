@@ -58,7 +58,7 @@ func TestWatchDeliversWithinTwoSeconds(t *testing.T) {
 		{"gcp migration", func() (preempt.Source, func(), func()) {
 			f := preempttest.NewGCP()
 			return preempt.NewGCP(nil, f.URL), func() { f.Maintenance("MIGRATE_ON_HOST_MAINTENANCE") }, f.Close
-		}, gpuwarden.NoticeMaintenance},
+		}, gpuwarden.NoticeMigration},
 		{"azure preempt", func() (preempt.Source, func(), func()) {
 			f := preempttest.NewAzure()
 			return preempt.NewAzure(nil, f.URL), func() { f.Preempt(time.Now().Add(30 * time.Second)) }, f.Close
@@ -216,6 +216,70 @@ func TestWatchKeepsGoingAfterErrors(t *testing.T) {
 	if third <= first {
 		t.Errorf("gap after 3rd failure %v not longer than after 1st %v", third, first)
 	}
+}
+
+// TestWatchRedelivery runs Watch over a scripted sequence of polls, one step
+// each, and checks which notices reach notify: new IDs, an At that moves
+// earlier or becomes known, and one cancellation of a delivered ID.
+func TestWatchRedelivery(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	spot := func(at time.Time) gpuwarden.Notice {
+		return gpuwarden.Notice{Provider: "script", Kind: gpuwarden.NoticePreemption, At: at, ID: "spot"}
+	}
+	reboot := func(at time.Time, canceled bool) gpuwarden.Notice {
+		return gpuwarden.Notice{Provider: "script", Kind: gpuwarden.NoticeReboot, At: at, ID: "reboot", Canceled: canceled}
+	}
+	steps := []struct {
+		name    string
+		poll    []gpuwarden.Notice
+		deliver []gpuwarden.Notice
+	}{
+		{"new id", []gpuwarden.Notice{spot(t0)}, []gpuwarden.Notice{spot(t0)}},
+		{"same again", []gpuwarden.Notice{spot(t0)}, nil},
+		{"At later, as AEMM moves it", []gpuwarden.Notice{spot(t0.Add(time.Second))}, nil},
+		{"At earlier than delivered", []gpuwarden.Notice{spot(t0.Add(-10 * time.Second))}, []gpuwarden.Notice{spot(t0.Add(-10 * time.Second))}},
+		{"back to the old At, later than delivered", []gpuwarden.Notice{spot(t0)}, nil},
+		{"second id without a time", []gpuwarden.Notice{spot(t0), reboot(time.Time{}, false)}, []gpuwarden.Notice{reboot(time.Time{}, false)}},
+		{"its time becomes known", []gpuwarden.Notice{reboot(t0.Add(time.Hour), false)}, []gpuwarden.Notice{reboot(t0.Add(time.Hour), false)}},
+		{"its time unknown again", []gpuwarden.Notice{reboot(time.Time{}, false)}, nil},
+		{"canceled", []gpuwarden.Notice{reboot(t0.Add(time.Hour), true)}, []gpuwarden.Notice{reboot(t0.Add(time.Hour), true)}},
+		{"canceled again", []gpuwarden.Notice{reboot(t0.Add(time.Hour), true)}, nil},
+		{"canceled, never delivered", []gpuwarden.Notice{{Provider: "script", Kind: gpuwarden.NoticeReboot, ID: "ghost", Canceled: true}}, nil},
+		{"same id after its cancellation is new", []gpuwarden.Notice{reboot(t0.Add(2*time.Hour), false)}, []gpuwarden.Notice{reboot(t0.Add(2*time.Hour), false)}},
+	}
+	var answers []answer
+	var want []gpuwarden.Notice
+	for _, s := range steps {
+		answers = append(answers, answer{notices: s.poll})
+		want = append(want, s.deliver...)
+	}
+	answers = append(answers, answer{}) // then quiet, repeated
+	src := &scriptSource{answers: answers}
+	var mu sync.Mutex
+	var got []gpuwarden.Notice
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		preempt.Watch(ctx, src, time.Millisecond, func(n gpuwarden.Notice) {
+			mu.Lock()
+			got = append(got, n)
+			mu.Unlock()
+		})
+	}()
+	// Wait until every step was polled and two quiet polls followed.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(src.pollTimes()) < len(steps)+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d polls", len(src.pollTimes()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	equalNotices(t, got, want)
 }
 
 func TestWatchReturnsWhenContextEnds(t *testing.T) {

@@ -3,9 +3,10 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,26 +39,25 @@ type Torn struct {
 	Reason string `json:"reason"`
 }
 
-// Commit makes the checkpoint in dir durable and visible under root/committed,
-// so that a crash at any moment leaves either no checkpoint or a whole one.
+// Commit makes the checkpoint in dir, a folder directly under
+// root/incoming, durable and visible under root/committed, so that a crash
+// at any moment leaves either no checkpoint or a whole one.
 func Commit(root, dir string) (gpuwarden.Checkpoint, error) {
-	return commit(root, dir, time.Now, nil)
+	r, err := OpenRoot(root)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint: %w", err)
+	}
+	defer r.Close()
+	return commit(r, dir, time.Now, nil)
 }
 
-func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden.Checkpoint, error) {
-	root, err := filepath.Abs(root)
+func commit(r *Root, dir string, now func() time.Time, cache *hashCache) (gpuwarden.Checkpoint, error) {
+	rel, err := r.rel(dir)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint: %w", err)
 	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint: %w", err)
-	}
-	committed := filepath.Join(root, CommittedDir)
-	if err := os.MkdirAll(committed, 0o755); err != nil {
-		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint: %w", err)
-	}
-	unlock, err := lockRoot(root)
+	dir = r.abs(rel)
+	unlock, err := r.lock()
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint: %w", err)
 	}
@@ -65,34 +65,49 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 
 	// Checked under the lock: a concurrent `gpuwarden checkpoint commit` of
 	// the same directory may have moved it away a moment ago.
-	info, err := os.Stat(dir)
+	if parent(rel) == CommittedDir {
+		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EConflict, "commit checkpoint %s: already committed", dir)
+	}
+	if parent(rel) != IncomingDir {
+		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: not a folder directly under %s", dir, r.abs(IncomingDir)).
+			WithHint("write each checkpoint into its own folder under $%s", EnvCheckpointDir)
+	}
+	if err := r.noSymlinks(rel); err != nil {
+		if errors.Is(err, errSymlink) {
+			return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: %v", dir, err).
+				WithHint("write the checkpoint's files into the folder itself; gpuwarden never follows a link out of it")
+		}
+		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
+	}
+	info, err := r.fs.Lstat(rel)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 	if !info.IsDir() {
 		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: not a directory", dir)
 	}
-	if filepath.Dir(dir) == committed {
-		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EConflict, "commit checkpoint %s: already committed", dir)
-	}
-	base := filepath.Base(dir)
-	if base == "." || base == string(filepath.Separator) || strings.HasPrefix(base, ".") {
+	base := path.Base(rel)
+	if strings.HasPrefix(base, ".") {
 		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: give the checkpoint a plain directory name", dir)
 	}
 
-	files, subdirs, err := hashTree(dir, cache)
+	files, subdirs, err := r.hashTree(rel, cache)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
-	seq, err := nextSeq(committed)
+	if len(files) == 0 {
+		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: it holds no files", dir).
+			WithHint("write the checkpoint's files before its %s marker", MarkerName)
+	}
+	seq, err := r.nextSeq()
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 	name := fmt.Sprintf("%06d-%s", seq, base)
-	target := filepath.Join(committed, name)
+	target := CommittedDir + "/" + name
 	cp := gpuwarden.Checkpoint{
 		Name:      name,
-		Path:      target,
+		Path:      r.abs(target),
 		Step:      stepOf(base),
 		Committed: now().UTC(),
 		Files:     files,
@@ -109,10 +124,10 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 			return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 		}
 	}
-	if err := os.Rename(dir, target); err != nil {
+	if err := r.rename(rel, target); err != nil {
 		var hint string
 		if errors.Is(err, syscall.EXDEV) {
-			hint = fmt.Sprintf("write checkpoints under %s: a commit is a rename and cannot cross filesystems", filepath.Join(root, IncomingDir))
+			hint = fmt.Sprintf("write checkpoints under %s: a commit is a rename and cannot cross filesystems", r.abs(IncomingDir))
 		}
 		e := &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: "commit checkpoint " + dir, Err: err}
 		if hint != "" {
@@ -120,35 +135,41 @@ func commit(root, dir string, now func() time.Time, cache *hashCache) (gpuwarden
 		}
 		return gpuwarden.Checkpoint{}, e
 	}
-	if err := manifest.SyncDir(committed); err != nil {
+	if err := r.syncDir(CommittedDir); err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 	// The old entry's removal is durable too, so a crash cannot resurrect a
 	// second copy under incoming/ that the watcher would commit again.
-	_ = manifest.SyncDir(filepath.Dir(dir))
+	_ = r.syncDir(IncomingDir)
 	// The marker goes only now: removed before the rename, a crash would
 	// leave an unmarked directory that looks like a partial write. Left
 	// behind by a crash, it is harmless, since validation ignores files
 	// outside the manifest.
-	if err := os.Remove(filepath.Join(target, MarkerName)); err == nil {
-		_ = manifest.SyncDir(target)
+	if err := r.fs.Remove(target + "/" + MarkerName); err == nil {
+		_ = r.syncDir(target)
 	}
 	return cp, nil
 }
 
-// hashTree hashes and fsyncs every file of a checkpoint except the marker and
-// the manifest, returning them sorted by path, and lists its directories
-// (the root first) for fsync.
-func hashTree(dir string, cache *hashCache) ([]gpuwarden.ManifestFile, []string, error) {
-	return manifest.Walk(dir,
-		func(rel string) bool { return rel == MarkerName },
-		func(path string) (int64, string, error) { return hashFile(path, cache, true) })
+// hashTree hashes and fsyncs every file of the checkpoint at rel except the
+// marker and the manifest, returning them sorted by path, and lists its
+// directories (the checkpoint's own first) for fsync.
+func (r *Root) hashTree(rel string, cache *hashCache) ([]gpuwarden.ManifestFile, []string, error) {
+	return manifest.Walk(r.abs(rel),
+		func(name string) bool { return name == MarkerName },
+		func(p string) (int64, string, error) {
+			frel, err := r.rel(p)
+			if err != nil {
+				return 0, "", err
+			}
+			return r.hashFile(frel, cache, true)
+		})
 }
 
 // hashFile returns a file's size and sha256 through the cache; with sync it
 // also fsyncs the file and hashes it afresh.
-func hashFile(path string, cache *hashCache, sync bool) (int64, string, error) {
-	f, err := os.Open(path)
+func (r *Root) hashFile(rel string, cache *hashCache, sync bool) (int64, string, error) {
+	f, err := r.openFile(rel)
 	if err != nil {
 		return 0, "", err
 	}
@@ -157,13 +178,16 @@ func hashFile(path string, cache *hashCache, sync bool) (int64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
+	if !info.Mode().IsRegular() {
+		return 0, "", fmt.Errorf("%s is not a regular file", rel)
+	}
 	key, keyed := statKey(info)
 	if keyed && !sync {
 		if sum, ok := cache.get(key); ok {
 			return info.Size(), sum, nil
 		}
 	}
-	n, sum, err := manifest.Sum(f, path, sync)
+	n, sum, err := manifest.Sum(f, r.abs(rel), sync)
 	if err != nil {
 		return 0, "", err
 	}
@@ -173,13 +197,13 @@ func hashFile(path string, cache *hashCache, sync bool) (int64, string, error) {
 	return n, sum, nil
 }
 
-// lockRoot takes an exclusive flock on root/.lock, because commits can come
+// lock takes an exclusive flock on root/.lock, because commits can come
 // from the supervisor's watcher and from `gpuwarden checkpoint commit` in the
 // job at once, and both pick the next sequence number.
-func lockRoot(root string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(root, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+func (r *Root) lock() (func(), error) {
+	f, err := r.fs.OpenFile(lockName, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", root, err)
+		return nil, fmt.Errorf("lock %s: %w", r.path, err)
 	}
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -189,7 +213,7 @@ func lockRoot(root string) (func(), error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", root, err)
+		return nil, fmt.Errorf("lock %s: %w", r.path, err)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
@@ -197,10 +221,11 @@ func lockRoot(root string) (func(), error) {
 	}, nil
 }
 
-// seqOf reads the sequence prefix of a committed name, -1 when it has none.
+// seqOf reads the sequence prefix of a committed name, -1 when it has none:
+// only names with one are gpuwarden's.
 func seqOf(name string) int {
-	digits, _, ok := strings.Cut(name, "-")
-	if !ok || digits == "" {
+	digits, rest, ok := strings.Cut(name, "-")
+	if !ok || len(digits) < 6 || rest == "" {
 		return -1
 	}
 	n, err := strconv.Atoi(digits)
@@ -210,8 +235,8 @@ func seqOf(name string) int {
 	return n
 }
 
-func nextSeq(committed string) (int, error) {
-	entries, err := os.ReadDir(committed)
+func (r *Root) nextSeq() (int, error) {
+	entries, err := r.readDir(CommittedDir)
 	if err != nil {
 		return 0, err
 	}
@@ -245,81 +270,97 @@ func stepOf(name string) int64 {
 	return n
 }
 
-// Validate reads a committed checkpoint's manifest and checks every file's
-// presence, size and sha256; an error says why the checkpoint is torn.
-func Validate(path string) (gpuwarden.Checkpoint, error) {
-	return validate(path, nil)
-}
-
-func validate(path string, cache *hashCache) (gpuwarden.Checkpoint, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return gpuwarden.Checkpoint{}, fmt.Errorf("validate checkpoint: %w", err)
+// validate reads the manifest of committed checkpoint name and checks every
+// file's presence, size and sha256, opening each without following a
+// symlink; an error says why the checkpoint is torn. A manifest that lists
+// no file vouches for nothing and is torn too.
+func (r *Root) validate(name string, cache *hashCache) (gpuwarden.Checkpoint, error) {
+	dir := CommittedDir + "/" + name
+	if err := r.noSymlinks(dir); err != nil {
+		return gpuwarden.Checkpoint{}, err
 	}
-	data, err := os.ReadFile(filepath.Join(abs, manifest.Name))
+	f, err := r.openFile(dir + "/" + manifest.Name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return gpuwarden.Checkpoint{}, errors.New("no manifest.json: the commit never finished")
 	}
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("read manifest: %w", err)
 	}
+	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	f.Close()
+	if err != nil {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("read manifest: %w", err)
+	}
+	if len(data) > maxManifest {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest.json is over %d bytes", maxManifest)
+	}
 	// Decode also refuses paths that would leave the checkpoint directory.
-	cp, err := manifest.Decode(data, filepath.Base(abs))
+	cp, err := manifest.Decode(data, name)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest.json unreadable: %w", err)
 	}
-	for _, f := range cp.Files {
-		p := filepath.Join(abs, filepath.FromSlash(f.Path))
-		info, err := os.Lstat(p)
+	if len(cp.Files) == 0 {
+		return gpuwarden.Checkpoint{}, errors.New("manifest.json lists no files, so nothing in it was verified")
+	}
+	for _, mf := range cp.Files {
+		rel := dir + "/" + mf.Path
+		if err := r.noSymlinks(rel); errors.Is(err, errSymlink) {
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s lies behind a symlink, which is never followed (%v)", mf.Path, err)
+		}
+		info, err := r.fs.Lstat(rel)
 		if errors.Is(err, fs.ErrNotExist) {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is missing", f.Path)
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is missing", mf.Path)
 		}
 		if err != nil {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s: %w", f.Path, err)
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s: %w", mf.Path, err)
 		}
 		if !info.Mode().IsRegular() {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is not a regular file", f.Path)
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is not a regular file", mf.Path)
 		}
-		if info.Size() != f.Size {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is %d bytes, the manifest says %d", f.Path, info.Size(), f.Size)
+		if info.Size() != mf.Size {
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s is %d bytes, the manifest says %d", mf.Path, info.Size(), mf.Size)
 		}
-		_, sum, err := hashFile(p, cache, false)
+		_, sum, err := r.hashFile(rel, cache, false)
+		if errors.Is(err, errSymlink) {
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s lies behind a symlink, which is never followed", mf.Path)
+		}
 		if err != nil {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s: %w", f.Path, err)
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s: %w", mf.Path, err)
 		}
-		if sum != f.SHA256 {
-			return gpuwarden.Checkpoint{}, fmt.Errorf("%s has sha256 %.12s…, the manifest says %.12s…", f.Path, sum, f.SHA256)
+		if sum != mf.SHA256 {
+			return gpuwarden.Checkpoint{}, fmt.Errorf("%s has sha256 %.12s…, the manifest says %.12s…", mf.Path, sum, mf.SHA256)
 		}
 	}
-	cp.Name = filepath.Base(abs)
-	cp.Path = abs
+	cp.Name = name
+	cp.Path = r.abs(dir)
 	return cp, nil
 }
 
-// entry is one directory under committed/.
+// maxManifest bounds a manifest read: one of a million files is some 150 MB.
+const maxManifest = 1 << 28
+
+// entry is one checkpoint gpuwarden committed under committed/.
 type entry struct {
 	name string
-	path string
 	seq  int
 }
 
-// entries lists committed checkpoint directories oldest first, skipping
-// dot-names (prunes in progress, the lock).
-func entries(root string) ([]entry, error) {
-	dir := filepath.Join(root, CommittedDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// entries lists the checkpoints gpuwarden committed, oldest first: real
+// directories whose name carries a sequence number. Anything else in
+// committed/ (a folder a person put there, a symlink, a prune in progress)
+// is not gpuwarden's and is never chosen, pruned or deleted.
+func (r *Root) entries() ([]entry, error) {
+	des, err := r.readDir(CommittedDir)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
 	var out []entry
 	for _, d := range des {
-		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+		seq := seqOf(d.Name())
+		if !d.IsDir() || seq < 0 {
 			continue
 		}
-		out = append(out, entry{name: d.Name(), path: filepath.Join(dir, d.Name()), seq: seqOf(d.Name())})
+		out = append(out, entry{name: d.Name(), seq: seq})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].seq != out[j].seq {
@@ -333,20 +374,25 @@ func entries(root string) ([]entry, error) {
 // List returns the committed checkpoints oldest first, each fully validated;
 // the torn ones come back apart, with the reason.
 func List(root string) ([]gpuwarden.Checkpoint, []Torn, error) {
-	root, err := filepath.Abs(root)
+	r, err := OpenRoot(root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	es, err := entries(root)
+	defer r.Close()
+	return r.list()
+}
+
+func (r *Root) list() ([]gpuwarden.Checkpoint, []Torn, error) {
+	es, err := r.entries()
 	if err != nil {
 		return nil, nil, err
 	}
 	var valid []gpuwarden.Checkpoint
 	var torn []Torn
 	for _, e := range es {
-		cp, err := validate(e.path, nil)
+		cp, err := r.validate(e.name, nil)
 		if err != nil {
-			torn = append(torn, Torn{Name: e.name, Path: e.path, Reason: err.Error()})
+			torn = append(torn, Torn{Name: e.name, Path: r.abs(CommittedDir + "/" + e.name), Reason: err.Error()})
 			continue
 		}
 		valid = append(valid, cp)
@@ -357,25 +403,26 @@ func List(root string) ([]gpuwarden.Checkpoint, []Torn, error) {
 // Newest returns the newest valid committed checkpoint, hashing every file,
 // because this is the one a job will resume from; ok is false when none is valid.
 func Newest(root string) (gpuwarden.Checkpoint, bool, error) {
-	cp, ok, _, err := newest(root)
+	r, err := OpenRoot(root)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, false, fmt.Errorf("newest checkpoint: %w", err)
+	}
+	defer r.Close()
+	cp, ok, _, err := r.newest()
 	return cp, ok, err
 }
 
 // newest also returns the torn checkpoints it skipped on the way.
-func newest(root string) (gpuwarden.Checkpoint, bool, []Torn, error) {
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return gpuwarden.Checkpoint{}, false, nil, fmt.Errorf("newest checkpoint: %w", err)
-	}
-	es, err := entries(root)
+func (r *Root) newest() (gpuwarden.Checkpoint, bool, []Torn, error) {
+	es, err := r.entries()
 	if err != nil {
 		return gpuwarden.Checkpoint{}, false, nil, err
 	}
 	var torn []Torn
 	for i := len(es) - 1; i >= 0; i-- {
-		cp, err := validate(es[i].path, nil)
+		cp, err := r.validate(es[i].name, nil)
 		if err != nil {
-			torn = append(torn, Torn{Name: es[i].name, Path: es[i].path, Reason: err.Error()})
+			torn = append(torn, Torn{Name: es[i].name, Path: r.abs(CommittedDir + "/" + es[i].name), Reason: err.Error()})
 			continue
 		}
 		return cp, true, torn, nil
@@ -385,30 +432,38 @@ func newest(root string) (gpuwarden.Checkpoint, bool, []Torn, error) {
 
 // Prune removes all but the newest keep valid checkpoints, and the torn ones
 // older than the newest valid one; it returns the names it removed. Torn ones
-// newer than every valid one stay, for a person to look at.
+// newer than every valid one stay, for a person to look at, and so does
+// everything in committed/ that gpuwarden did not commit.
 func Prune(root string, keep int) ([]string, error) {
-	return prune(root, keep, nil)
-}
-
-func prune(root string, keep int, cache *hashCache) ([]string, error) {
-	if keep < 1 {
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "prune checkpoints: keep %d: keep at least 1", keep)
-	}
-	root, err := filepath.Abs(root)
+	r, err := OpenRoot(root)
 	if err != nil {
 		return nil, fmt.Errorf("prune checkpoints: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(root, CommittedDir)); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	defer r.Close()
+	return r.prune(keep, nil, 0)
+}
+
+// prune keeps the newest keep valid checkpoints among those with a
+// sequence number up to upTo (all, when upTo is 0): a supervisor passes the
+// checkpoint it just reported, so that a fast job's newer commits are never
+// pruned before they are reported and synced.
+func (r *Root) prune(keep int, cache *hashCache, upTo int) ([]string, error) {
+	if keep < 1 {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "prune checkpoints: keep %d: keep at least 1", keep)
 	}
-	unlock, err := lockRoot(root)
+	unlock, err := r.lock()
 	if err != nil {
 		return nil, fmt.Errorf("prune checkpoints: %w", err)
 	}
 	defer unlock()
-	es, err := entries(root)
+	es, err := r.entries()
 	if err != nil {
 		return nil, err
+	}
+	if upTo > 0 {
+		for len(es) > 0 && es[len(es)-1].seq > upTo {
+			es = es[:len(es)-1]
+		}
 	}
 	cache.beginPass()
 	defer cache.endPass()
@@ -417,7 +472,7 @@ func prune(root string, keep int, cache *hashCache) ([]string, error) {
 	for i := len(es) - 1; i >= 0; i-- {
 		e := es[i]
 		if valid < keep {
-			if _, err := validate(e.path, cache); err == nil {
+			if _, err := r.validate(e.name, cache); err == nil {
 				valid++
 				continue
 			}
@@ -425,16 +480,16 @@ func prune(root string, keep int, cache *hashCache) ([]string, error) {
 				continue // torn and newer than every valid one
 			}
 		}
-		if err := removeCheckpoint(root, e.name); err != nil {
+		if err := r.removeCheckpoint(e.name); err != nil {
 			return removed, fmt.Errorf("prune checkpoints: %w", err)
 		}
 		removed = append(removed, e.name)
 	}
 	// Leftovers of a prune that crashed between its rename and its removal.
-	des, _ := os.ReadDir(filepath.Join(root, CommittedDir))
+	des, _ := r.readDir(CommittedDir)
 	for _, d := range des {
-		if strings.HasPrefix(d.Name(), trashPrefix) {
-			_ = os.RemoveAll(filepath.Join(root, CommittedDir, d.Name()))
+		if name, ok := strings.CutPrefix(d.Name(), trashPrefix); ok && d.IsDir() && seqOf(name) >= 0 {
+			_ = r.removeAll(CommittedDir + "/" + d.Name())
 		}
 	}
 	return removed, nil
@@ -443,25 +498,21 @@ func prune(root string, keep int, cache *hashCache) ([]string, error) {
 // removeCheckpoint renames a checkpoint out of sight before deleting it, so
 // that a crash halfway never leaves a half-deleted directory that looks like
 // a checkpoint.
-func removeCheckpoint(root, name string) error {
-	dir := filepath.Join(root, CommittedDir)
-	trash := filepath.Join(dir, trashPrefix+name)
-	if err := os.Rename(filepath.Join(dir, name), trash); err != nil {
+func (r *Root) removeCheckpoint(name string) error {
+	trash := CommittedDir + "/" + trashPrefix + name
+	if err := r.rename(CommittedDir+"/"+name, trash); err != nil {
 		return err
 	}
-	_ = manifest.SyncDir(dir)
-	return os.RemoveAll(trash)
+	_ = r.syncDir(CommittedDir)
+	return r.removeAll(trash)
 }
 
-// cleanIncoming removes the unmarked directories under root/incoming: with no
+// cleanIncoming removes the unmarked directories under incoming/: with no
 // job running they are partial writes that a new attempt must not mix with
-// its own files of the same name.
-func cleanIncoming(root string) ([]string, error) {
-	dir := filepath.Join(root, IncomingDir)
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// its own files of the same name. incoming/ is gpuwarden's, handed to the
+// job; a symlink in it is left alone, never followed.
+func (r *Root) cleanIncoming() ([]string, error) {
+	des, err := r.readDir(IncomingDir)
 	if err != nil {
 		return nil, fmt.Errorf("clean incoming checkpoints: %w", err)
 	}
@@ -470,11 +521,11 @@ func cleanIncoming(root string) ([]string, error) {
 		if !d.IsDir() {
 			continue
 		}
-		p := filepath.Join(dir, d.Name())
-		if _, err := os.Stat(filepath.Join(p, MarkerName)); err == nil {
+		rel := IncomingDir + "/" + d.Name()
+		if info, err := r.fs.Lstat(rel + "/" + MarkerName); err == nil && info.Mode().IsRegular() {
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil {
+		if err := r.removeAll(rel); err != nil {
 			return removed, fmt.Errorf("clean incoming checkpoints: %w", err)
 		}
 		removed = append(removed, d.Name())

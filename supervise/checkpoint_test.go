@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -39,6 +40,24 @@ func writeCheckpoint(t *testing.T, root, name string, files map[string]string, m
 	return dir
 }
 
+// openRoot opens a checkpoint root for a test and closes it at the end.
+func openRoot(t *testing.T, dir string) *Root {
+	t.Helper()
+	r, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// validatePath validates the committed checkpoint at path, for tests that
+// hold only its path.
+func validatePath(t *testing.T, path string) (gpuwarden.Checkpoint, error) {
+	t.Helper()
+	return openRoot(t, filepath.Dir(filepath.Dir(path))).validate(filepath.Base(path), nil)
+}
+
 func sum(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
@@ -70,7 +89,7 @@ func TestCommitWritesManifestAndRenamesAtomically(t *testing.T) {
 	dir := writeCheckpoint(t, root, "step-000120", files, true)
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-	cp, err := commit(root, dir, func() time.Time { return now }, nil)
+	cp, err := commit(openRoot(t, root), dir, func() time.Time { return now }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +127,7 @@ func TestCommitWritesManifestAndRenamesAtomically(t *testing.T) {
 			t.Errorf("%s left in the committed checkpoint", gone)
 		}
 	}
-	got, err := Validate(wantPath)
+	got, err := validatePath(t, wantPath)
 	if err != nil {
 		t.Fatalf("validate a fresh commit: %v", err)
 	}
@@ -261,7 +280,7 @@ func TestPrune(t *testing.T) {
 	if want := []string{cps[1].Name, cps[0].Name}; !reflect.DeepEqual(removed, want) {
 		t.Errorf("removed = %v, want %v", removed, want)
 	}
-	es, _ := entries(root)
+	es, _ := openRoot(t, root).entries()
 	var left []string
 	for _, e := range es {
 		left = append(left, e.name)
@@ -278,23 +297,24 @@ func TestPrune(t *testing.T) {
 // The prune cache must not hide a file rewritten after its commit.
 func TestPruneCacheSeesRewrites(t *testing.T) {
 	root := t.TempDir()
+	r := openRoot(t, root)
 	cache := newHashCache()
 	var cps []gpuwarden.Checkpoint
 	for _, name := range []string{"step-1", "step-2"} {
-		cp, err := commit(root, writeCheckpoint(t, root, name, map[string]string{"w.bin": "0123456789"}, true), time.Now, cache)
+		cp, err := commit(r, writeCheckpoint(t, root, name, map[string]string{"w.bin": "0123456789"}, true), time.Now, cache)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cps = append(cps, cp)
 	}
-	if removed, err := prune(root, 2, cache); err != nil || len(removed) != 0 {
+	if removed, err := r.prune(2, cache, 0); err != nil || len(removed) != 0 {
 		t.Fatalf("prune of two valid ones: removed %v, err %v", removed, err)
 	}
 	time.Sleep(20 * time.Millisecond) // past the file system's timestamp granularity
 	if err := os.WriteFile(filepath.Join(cps[1].Path, "w.bin"), []byte("9876543210"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := validate(cps[1].Path, cache); err == nil {
+	if _, err := r.validate(cps[1].Name, cache); err == nil {
 		t.Fatal("a rewritten file passed validation through the cache")
 	}
 }
@@ -303,7 +323,7 @@ func TestWatcherCommitsMarkedAndReportsNew(t *testing.T) {
 	root := t.TempDir()
 	old := commitSteps(t, root, 1)
 	var got []string
-	w, err := NewWatcher(root, func(cp gpuwarden.Checkpoint) { got = append(got, cp.Name) }, nil)
+	w, err := NewWatcher(openRoot(t, root), func(cp gpuwarden.Checkpoint) { got = append(got, cp.Name) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,5 +348,202 @@ func TestWatcherCommitsMarkedAndReportsNew(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("marked directory not moved: %v", err)
+	}
+}
+
+// precious fills a folder outside the checkpoint root with data that is
+// not gpuwarden's, and returns a check that it is all still there.
+func precious(t *testing.T) (string, func(t *testing.T)) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{"precious-data/a.bin", "precious-data/sub/b.bin", "notes.txt"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, func(t *testing.T) {
+		t.Helper()
+		for _, p := range []string{"precious-data/a.bin", "precious-data/sub/b.bin", "notes.txt"} {
+			if b, err := os.ReadFile(filepath.Join(dir, p)); err != nil || string(b) != p {
+				t.Errorf("%s outside the root was touched: %v", p, err)
+			}
+		}
+	}
+}
+
+// TestRootRefusesSymlinkedFolders: a symlinked incoming/ or committed/ is
+// refused before anything is renamed or deleted in its target.
+func TestRootRefusesSymlinkedFolders(t *testing.T) {
+	for _, sub := range []string{IncomingDir, CommittedDir} {
+		t.Run(sub, func(t *testing.T) {
+			target, intact := precious(t)
+			root := t.TempDir()
+			if err := os.Symlink(target, filepath.Join(root, sub)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenRoot(root)
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid || !strings.Contains(err.Error(), "is a symlink") ||
+				!strings.Contains(gpuwarden.ErrorHint(err), "point --checkpoint-dir at the real folder") {
+				t.Errorf("err = %v (hint %q), want a refusal naming the symlink and the fix", err, gpuwarden.ErrorHint(err))
+			}
+			h := newHarness(t, "H_STEPS=10")
+			h.s.CheckpointDir = root
+			if _, err := h.s.Run(context.Background(), nil); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				t.Errorf("run over a symlinked %s: err = %v, want invalid", sub, err)
+			}
+			intact(t)
+		})
+	}
+}
+
+// The root itself may be a symlink to a bigger disk: it is resolved once.
+func TestRootMayItselfBeASymlink(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	cps := commitSteps(t, link, 1)
+	if want := filepath.Join(real, CommittedDir, cps[0].Name); cps[0].Path != want {
+		t.Errorf("committed at %s, want the resolved %s", cps[0].Path, want)
+	}
+	if _, ok, err := Newest(link); !ok || err != nil {
+		t.Errorf("newest through the link: ok %v err %v", ok, err)
+	}
+}
+
+// Only what gpuwarden committed is pruned; a person's folder in committed/
+// and a symlink in incoming/ are left alone, and so are their targets.
+func TestOnlyGpuwardensEntriesAreRemoved(t *testing.T) {
+	target, intact := precious(t)
+	root := t.TempDir()
+	r := openRoot(t, root)
+	foreign := filepath.Join(root, CommittedDir, "precious-data")
+	if err := os.MkdirAll(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(foreign, "keep.bin"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(target, "precious-data"), filepath.Join(root, IncomingDir, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	commitSteps(t, root, 1, 2, 3, 4)
+	writeCheckpoint(t, root, "step-000005", map[string]string{"w.bin": "half"}, false)
+	removed, err := r.prune(1, nil, 0)
+	if err != nil || len(removed) != 3 {
+		t.Errorf("prune removed %v (err %v), want the 3 older checkpoints", removed, err)
+	}
+	cleaned, err := r.cleanIncoming()
+	if err != nil || !reflect.DeepEqual(cleaned, []string{"step-000005"}) {
+		t.Errorf("clean removed %v (err %v), want only the partial step-000005", cleaned, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(foreign, "keep.bin")); err != nil || string(b) != "mine" {
+		t.Errorf("a folder gpuwarden did not commit was touched: %v", err)
+	}
+	valid, torn, err := r.list()
+	if err != nil || len(valid) != 1 || len(torn) != 0 {
+		t.Errorf("list = %d valid, %v torn (err %v): a foreign folder is not a checkpoint", len(valid), torn, err)
+	}
+	intact(t)
+}
+
+// TestManifestMustVouchForEveryFile: a manifest that lists nothing, or
+// files behind a symlink, never validates.
+func TestManifestMustVouchForEveryFile(t *testing.T) {
+	tests := []struct {
+		name   string
+		tear   func(t *testing.T, root string, cp gpuwarden.Checkpoint)
+		reason string
+	}{
+		{"no files listed", func(t *testing.T, root string, cp gpuwarden.Checkpoint) {
+			cp.Files, cp.Path = []gpuwarden.ManifestFile{}, ""
+			b, _ := json.Marshal(cp)
+			if err := os.WriteFile(filepath.Join(root, CommittedDir, cp.Name, manifest.Name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "lists no files"},
+		{"a folder replaced by a symlink out of the root", func(t *testing.T, root string, cp gpuwarden.Checkpoint) {
+			outside := t.TempDir()
+			// The same bytes outside: only the symlink gives it away.
+			if err := os.WriteFile(filepath.Join(outside, "o.bin"), []byte("optimizer"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sub := filepath.Join(root, CommittedDir, cp.Name, "sub")
+			if err := os.RemoveAll(sub); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, sub); err != nil {
+				t.Fatal(err)
+			}
+		}, "symlink"},
+		{"a folder replaced by a symlink inside the root", func(t *testing.T, root string, cp gpuwarden.Checkpoint) {
+			other := filepath.Join(root, "elsewhere")
+			if err := os.MkdirAll(other, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(other, "o.bin"), []byte("optimizer"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sub := filepath.Join(root, CommittedDir, cp.Name, "sub")
+			if err := os.RemoveAll(sub); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../../elsewhere", sub); err != nil {
+				t.Fatal(err)
+			}
+		}, "symlink"},
+		{"a file replaced by a symlink", func(t *testing.T, root string, cp gpuwarden.Checkpoint) {
+			outside := filepath.Join(t.TempDir(), "w.bin")
+			if err := os.WriteFile(outside, []byte(cp.Name[7:]+" weights"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(root, CommittedDir, cp.Name, "w.bin")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, p); err != nil {
+				t.Fatal(err)
+			}
+		}, "symlink"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			cps := commitSteps(t, root, 10, 20)
+			tt.tear(t, root, cps[1])
+			newest, ok, err := Newest(root)
+			if err != nil || !ok || newest.Name != cps[0].Name {
+				t.Errorf("newest = %s (ok %v, err %v), want the older %s", newest.Name, ok, err, cps[0].Name)
+			}
+			_, torn, err := List(root)
+			if err != nil || len(torn) != 1 || !strings.Contains(torn[0].Reason, tt.reason) {
+				t.Errorf("torn = %+v (err %v), want %s torn for %q", torn, err, cps[1].Name, tt.reason)
+			}
+		})
+	}
+}
+
+func TestCommitStaysInIncoming(t *testing.T) {
+	root := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "step-1")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "w.bin"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Commit(root, outside); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid || !strings.Contains(err.Error(), "outside the checkpoint root") {
+		t.Errorf("commit of a folder outside the root: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, IncomingDir, "step-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	empty := writeCheckpoint(t, root, "step-2", nil, true)
+	if _, err := Commit(root, empty); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid || !strings.Contains(err.Error(), "holds no files") {
+		t.Errorf("commit of an empty checkpoint: %v", err)
 	}
 }

@@ -90,7 +90,7 @@ func Classify(exit Exit, tail []string, preempted, hostOOM bool) string {
 // killed and any other exit a user error.
 func Explain(exit Exit, tail []string, preempted, hostOOM bool) (class, reason string) {
 	if preempted {
-		return gpuwarden.ExitPreempted, "stopped by the supervisor for a notice"
+		return gpuwarden.ExitPreempted, "stopped by the supervisor, for a notice or its own stop"
 	}
 	if exit.OK() {
 		return gpuwarden.ExitOK, "exit 0"

@@ -125,6 +125,12 @@ func helperMain(mode string) int {
 		writePid(os.Getenv("H_GUARDPID"), guardPid)
 		writePid(os.Getenv("H_JOBPID"), p.Pid())
 		select {}
+	case "setsid-parent":
+		return setsidParent()
+	case "setsid-supervisor":
+		return setsidSupervisor()
+	case "catcher":
+		return catcher()
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2
@@ -170,7 +176,8 @@ func envInt(name string, def int) int {
 // from $GPUWARDEN_RESUME_FROM, checkpoints at once on SIGUSR1 and exits 0 on
 // SIGTERM. Switches: H_IGNORE_RESUME, H_DIE_AT (attempt 1 dies mid-write at
 // that step), H_OOM, H_FAIL_UNTIL or H_FAIL_ON with H_FAIL_TEXT, H_GRANDCHILD (pid file),
-// H_IGNORE_TERM, H_NAME (a fixed checkpoint name), H_SELF_KILL.
+// H_IGNORE_TERM, H_NAME (a fixed checkpoint name), H_SELF_KILL, H_RESTORE_STEP_ONLY
+// (resume the step but not the digest).
 func trainer() int {
 	steps := envInt("H_STEPS", 40)
 	every := envInt("H_EVERY", 5)
@@ -219,6 +226,9 @@ func trainer() int {
 			fmt.Fprintln(os.Stderr, "resume:", err)
 			return 1
 		}
+		if os.Getenv("H_RESTORE_STEP_ONLY") != "" {
+			st.Digest = "" // the step comes back, the state does not
+		}
 	}
 	fmt.Printf("attempt %d starting at step %d, args %q\n", attempt, st.Step, os.Args[1:])
 	save := func(partial bool) error {
@@ -227,6 +237,11 @@ func trainer() int {
 			name = n
 		}
 		dir := filepath.Join(ckptDir, name)
+		if _, err := os.Stat(dir); err == nil && os.Getenv("H_NAME") != "" {
+			// A marked folder is gpuwarden's until it is committed: a job
+			// that reuses a name waits for the commit to move it away.
+			return nil
+		}
 		if err := os.MkdirAll(filepath.Join(dir, "shards"), 0o755); err != nil {
 			return err
 		}

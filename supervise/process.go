@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -77,26 +76,52 @@ func signalName(s syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(s))
 }
 
-// Proc is a job running in its own process group.
+// Proc is a job: its leader, the leader's process group, its cgroup where
+// the machine allows one, and every process carrying its job ID.
 type Proc struct {
 	pid  int
 	cmd  *exec.Cmd
 	tail *tailBuffer
 
-	exited chan struct{} // the leader was reaped
-	done   chan struct{} // and the group is gone and the output drained
+	jobID     string
+	cgroup    string // "" when the job has none
+	isolation string
+	// since is the leader's start in clock ticks: no process of the job
+	// started before it.
+	since uint64
 
-	mu      sync.Mutex
-	exit    Exit
-	members map[int]struct{}
+	exited chan struct{} // the leader was reaped
+	done   chan struct{} // and the job is gone and the output drained
+
+	mu   sync.Mutex
+	exit Exit
+	// members is every process seen in the job, pid to start time.
+	members map[int]uint64
 }
 
-// Start runs argv in a new process group with its combined output copied to
-// out. The leader gets SIGKILL when this process dies (Pdeathsig), and a
-// guard process kills the whole group then, because Pdeathsig reaches only
-// the leader. Cancelling ctx kills the group at once, so pass a context that
-// outlives any graceful stop. A nil env means this process's environment.
+// Start runs argv as a job with its combined output copied to out: in a new
+// process group, with a fresh job ID in EnvJobID, inside a cgroup of its
+// own where the machine allows one (see Isolation). The leader gets SIGKILL
+// when this process dies (Pdeathsig), and a guard process kills the rest of
+// the job then, because Pdeathsig reaches only the leader. Cancelling ctx
+// kills the job at once, so pass a context that outlives any graceful
+// stop. A nil env means this process's environment.
 func Start(ctx context.Context, argv, env []string, dir string, out io.Writer) (*Proc, error) {
+	return startJob(ctx, argv, env, dir, out, startOptions{})
+}
+
+// startOptions turn off steps of Start, so that tests on a machine that
+// allows them all can take the paths of machines that do not.
+type startOptions struct {
+	// noCgroup: run without a cgroup, as where none can be made.
+	noCgroup bool
+	// noCloneInto: start the leader outside the cgroup and move it in, as
+	// where clone3 is missing or filtered.
+	noCloneInto bool
+}
+
+// startJob is Start with opts.
+func startJob(ctx context.Context, argv, env []string, dir string, out io.Writer, opts startOptions) (*Proc, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("start job: no command")
 	}
@@ -107,35 +132,95 @@ func Start(ctx context.Context, argv, env []string, dir string, out io.Writer) (
 	if err := guardEnsure(); err != nil {
 		return nil, fmt.Errorf("start job: %w", err)
 	}
-	r, w, err := os.Pipe()
+	id, err := newJobID()
 	if err != nil {
+		return nil, fmt.Errorf("start job: job id: %w", err)
+	}
+	env = withJobID(env, id)
+	jobEntry := guardEntry{kind: guardJob, val: id}
+	// The ID and the cgroup are known to the guard before anything runs,
+	// so that a kill -9 of this process at any later moment finds them.
+	if err := guardAdd(jobEntry); err != nil {
 		return nil, fmt.Errorf("start job: %w", err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Dir = dir
-	// Files, not writers: exec.Cmd would otherwise wait in Wait for a copy
-	// that a surviving grandchild holding the pipe keeps open forever.
-	cmd.Stdout = w
-	cmd.Stderr = w
-	// Pdeathsig fires when the forking thread exits; the Go runtime keeps
-	// its threads unless a goroutine locked to one exits, which this package never does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cg, why := "", errors.New("disabled")
+	if !opts.noCgroup {
+		cg, why = createJobCgroup(id)
+	}
+	if cg != "" {
+		if err := guardAdd(guardEntry{kind: guardCgroup, val: cg}); err != nil {
+			_ = removeCgroup(cg)
+			guardRemove(jobEntry)
+			return nil, fmt.Errorf("start job: %w", err)
+		}
+	}
+	dropCgroup := func() {
+		if cg != "" && removeCgroup(cg) == nil {
+			guardRemove(guardEntry{kind: guardCgroup, val: cg})
+		}
+		cg = ""
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		dropCgroup()
+		guardRemove(jobEntry)
+		return nil, fmt.Errorf("start job: %w", err)
+	}
+	var cmd *exec.Cmd
+	moved := "" // why the leader was moved into the cgroup after its start
+	if cg == "" {
+		cmd, err = startLeader(argv, env, dir, w, "")
+	} else {
+		inside := errors.New("turned off")
+		if !opts.noCloneInto {
+			cmd, inside = startLeader(argv, env, dir, w, cg)
+		}
+		if cmd == nil {
+			// Starting inside the cgroup failed: clone3 may be missing or
+			// filtered (ENOSYS in many containers), or the cgroup refuses
+			// processes. Start as before and move the leader in; a
+			// failure that is the command's own repeats here and is reported.
+			cmd, err = startLeader(argv, env, dir, w, "")
+			if err == nil {
+				moved = inside.Error()
+				if merr := cgroupMove(cg, cmd.Process.Pid); merr != nil {
+					why = fmt.Errorf("start inside it: %v; move into it: %w", inside, merr)
+					dropCgroup()
+				}
+			}
+		}
+	}
+	if err != nil {
 		r.Close()
 		w.Close()
+		dropCgroup()
+		guardRemove(jobEntry)
 		return nil, fmt.Errorf("start job: %w", err)
 	}
 	w.Close()
 	p := &Proc{
-		pid:     cmd.Process.Pid,
-		cmd:     cmd,
-		tail:    &tailBuffer{},
-		exited:  make(chan struct{}),
-		done:    make(chan struct{}),
-		members: map[int]struct{}{cmd.Process.Pid: {}},
+		pid:    cmd.Process.Pid,
+		cmd:    cmd,
+		tail:   &tailBuffer{},
+		jobID:  id,
+		cgroup: cg,
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
 	}
-	guardErr := guardAdd(p.pid)
+	switch {
+	case cg != "" && moved != "":
+		p.isolation = "cgroup " + cg + " (leader moved in after its start: " + moved + ")"
+	case cg != "":
+		p.isolation = "cgroup " + cg
+	default:
+		p.isolation = "process group (cgroup: " + why.Error() + ")"
+	}
+	// Not reaped yet, the leader is at least a zombie whose stat can be read.
+	if st, ok := readProcStat(p.pid); ok {
+		p.since = st.start
+	}
+	p.members = map[int]uint64{p.pid: p.since}
+	guardErr := guardAdd(guardEntry{kind: guardGroup, val: strconv.Itoa(p.pid)})
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -158,6 +243,35 @@ func Start(ctx context.Context, argv, env []string, dir string, out io.Writer) (
 		return nil, fmt.Errorf("start job: %w", guardErr)
 	}
 	return p, nil
+}
+
+// startLeader starts the job's leader, inside the cgroup cg unless cg is "".
+func startLeader(argv, env []string, dir string, w *os.File, cg string) (*exec.Cmd, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = dir
+	// Files, not writers: exec.Cmd would otherwise wait in Wait for a copy
+	// that a surviving grandchild holding the pipe keeps open forever.
+	cmd.Stdout = w
+	cmd.Stderr = w
+	// Pdeathsig fires when the forking thread exits; the Go runtime keeps
+	// its threads unless a goroutine locked to one exits, which this package never does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cg != "" {
+		// clone3 with CLONE_INTO_CGROUP: the leader is in the cgroup from
+		// its first instruction, so no child it forks can start outside.
+		fd, err := unix.Open(cg, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open cgroup: %w", err)
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = fd
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
 }
 
 // ignoreErrors keeps the tail filling when the caller's writer fails.
@@ -208,25 +322,45 @@ func tvSeconds(tv syscall.Timeval) float64 {
 	return float64(tv.Sec) + float64(tv.Usec)/1e6
 }
 
-// finish kills what is left of the group once the leader is gone, because a
-// job's end is the end of all its processes, then waits for them and the output.
+// finish ends what is left of the job once the leader is gone, because a
+// job's end is the end of all its processes: the group, the cgroup and
+// whatever carries the job ID. Then it waits for them and the output and
+// removes the cgroup.
 func (p *Proc) finish(reaped, drained <-chan struct{}, r *os.File) {
 	<-p.exited
-	_ = p.KillGroup(syscall.SIGKILL)
+	j := p.job()
+	p.mu.Lock()
+	j.seen = make(map[int]uint64, len(p.members))
+	for pid, start := range p.members {
+		j.seen[pid] = start
+	}
+	p.mu.Unlock()
 	deadline := time.Now().Add(groupGone)
 	tick := time.NewTicker(10 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	gone := false
+	for {
+		pids, _ := j.signal(syscall.SIGKILL)
+		gone = len(pids) == 0 && !j.populated()
+		if reaped == nil && j.groups != nil && groupEmpty(p.pid) {
+			// Its number is free now and may name another group soon;
+			// what is left of the job is found by cgroup and ID.
+			j.groups = nil
+		}
+		if gone && j.groups == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
 		select {
 		case <-reaped:
 			reaped = nil
 		case <-tick.C:
 		}
-		if reaped == nil && groupEmpty(p.pid) {
-			break
-		}
 	}
 	tick.Stop()
-	empty := groupEmpty(p.pid)
+	j.members() // reaps the last orphans that died as this process's children
+	empty := j.groups == nil || groupEmpty(p.pid)
 	select {
 	case <-drained:
 	case <-time.After(outputDrain):
@@ -235,17 +369,35 @@ func (p *Proc) finish(reaped, drained <-chan struct{}, r *os.File) {
 	}
 	r.Close()
 	if empty {
-		guardRemove(p.pid)
+		guardRemove(guardEntry{kind: guardGroup, val: strconv.Itoa(p.pid)})
+	}
+	if p.cgroup != "" && gone && removeCgroup(p.cgroup) == nil {
+		guardRemove(guardEntry{kind: guardCgroup, val: p.cgroup})
+	}
+	// A survivor (uninterruptible sleep in a hung driver call) keeps the
+	// job's ID with the guard, which kills it should this process die: an
+	// ID is never reused, so keeping it cannot hit another job.
+	if gone {
+		guardRemove(guardEntry{kind: guardJob, val: p.jobID})
 	}
 	_ = p.cmd.Process.Release()
 	close(p.done)
+}
+
+// job returns what belongs to this job, for a scan of its processes.
+func (p *Proc) job() *job {
+	j := &job{groups: []int{p.pid}, ids: map[string]bool{p.jobID: true}, since: p.since}
+	if p.cgroup != "" {
+		j.cgroups = []string{p.cgroup}
+	}
+	return j
 }
 
 func groupEmpty(pgid int) bool {
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 }
 
-// sample notes the group's members every few seconds until the leader exits.
+// sample notes the job's processes every few seconds until the leader exits.
 func (p *Proc) sample() {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
@@ -255,60 +407,33 @@ func (p *Proc) sample() {
 			return
 		case <-t.C:
 		}
-		pids := groupMembers(p.pid)
+		ms := p.job().members()
 		p.mu.Lock()
-		for _, pid := range pids {
+		for _, m := range ms {
 			if len(p.members) < 4096 {
-				p.members[pid] = struct{}{}
+				p.members[m.pid] = m.start
 			}
 		}
 		p.mu.Unlock()
 	}
 }
 
-// groupMembers lists the processes whose process group is pgid, from /proc.
-func groupMembers(pgid int) []int {
-	des, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, d := range des {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if pg, ok := procPgrp(pid); ok && pg == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// procPgrp reads a process's group from /proc/PID/stat, after the command
-// name, which may itself hold spaces and parentheses.
-func procPgrp(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
-		return 0, false
-	}
-	pg, err := strconv.Atoi(f[2])
-	return pg, err == nil
-}
-
 // Pid returns the leader's process ID, which is also the group's ID.
 func (p *Proc) Pid() int { return p.pid }
 
-// Pids returns every process seen in the group, the leader first, for
+// JobID returns the job's random ID, the value of EnvJobID in the
+// environment of each of its processes.
+func (p *Proc) JobID() string { return p.jobID }
+
+// Cgroup returns the directory of the job's cgroup, "" when it runs without one.
+func (p *Proc) Cgroup() string { return p.cgroup }
+
+// Isolation says how the job is held together, for a debug log: "cgroup
+// DIR", or "process group (cgroup: REASON)" when the machine did not allow
+// a cgroup and the group and the job ID are all there is.
+func (p *Proc) Isolation() string { return p.isolation }
+
+// Pids returns every process seen in the job, the leader first, for
 // matching kernel OOM-killer lines.
 func (p *Proc) Pids() []int {
 	p.mu.Lock()
@@ -323,8 +448,11 @@ func (p *Proc) Pids() []int {
 	return append([]int{p.pid}, out...)
 }
 
-// Signal sends sig to the whole group, because a job's workers must hear a
-// checkpoint or stop request too; it returns os.ErrProcessDone once the leader exited.
+// Signal sends sig to the whole job, the group and the processes that left
+// it, because a job's workers must hear a checkpoint or stop request too;
+// it returns os.ErrProcessDone once the leader exited. For a signal whose
+// default action kills, like SIGUSR1, SignalCatchers spares the processes
+// that do not handle it.
 func (p *Proc) Signal(sig syscall.Signal) error {
 	select {
 	case <-p.exited:
@@ -337,27 +465,36 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 		}
 		return fmt.Errorf("signal job group %d: %w", p.pid, err)
 	}
+	for _, m := range p.job().members() {
+		if m.inGroup {
+			continue // signalled with the group; twice might count as two requests
+		}
+		if _, err := signalSame(m.pid, m.start, sig); err != nil {
+			return fmt.Errorf("signal job process %d: %w", m.pid, err)
+		}
+	}
 	return nil
 }
 
-// KillGroup sends sig to whatever is left of the group, also after the
-// leader exited; an empty group is not an error.
+// KillGroup sends sig to whatever is left of the job, its group, cgroup and
+// the processes carrying its ID, also after the leader exited; an empty
+// job is not an error.
 func (p *Proc) KillGroup(sig syscall.Signal) error {
 	select {
 	case <-p.done:
 		return nil // the group is gone; its number may belong to someone else now
 	default:
 	}
-	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill job group %d: %w", p.pid, err)
+	if _, err := p.job().signal(sig); err != nil {
+		return fmt.Errorf("kill job %d: %w", p.pid, err)
 	}
 	return nil
 }
 
-// Done is closed when the job and its whole group are gone.
+// Done is closed when the job and all its processes are gone.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
-// Wait blocks until the job and its group are gone and returns how the leader ended.
+// Wait blocks until the job and all its processes are gone and returns how the leader ended.
 func (p *Proc) Wait() Exit {
 	<-p.done
 	p.mu.Lock()

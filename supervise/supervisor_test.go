@@ -3,7 +3,6 @@ package supervise
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -42,9 +41,8 @@ func newHarness(t *testing.T, kv ...string) *harness {
 		Policy:        Policy{Rand: func() float64 { return 0.5 }},
 		Grace:         5 * time.Second,
 		StopWait:      5 * time.Second,
-		OnCommit: func(cp gpuwarden.Checkpoint) error {
+		OnCommit: func(cp gpuwarden.Checkpoint) {
 			h.events <- "commit:" + cp.Name
-			return nil
 		},
 		OnState: func(s string) {
 			h.mu.Lock()
@@ -122,7 +120,7 @@ func TestRunUninterrupted(t *testing.T) {
 	if len(report.Checkpoints) != 8 || report.Checkpoints[7].Step != 40 {
 		t.Errorf("checkpoints = %d, want 8 up to step 40", len(report.Checkpoints))
 	}
-	es, _ := entries(h.s.CheckpointDir)
+	es, _ := openRoot(t, h.s.CheckpointDir).entries()
 	if len(es) != DefaultKeep {
 		t.Errorf("%d checkpoints kept, want %d", len(es), DefaultKeep)
 	}
@@ -135,60 +133,6 @@ func TestRunUninterrupted(t *testing.T) {
 	}
 	if !reflect.DeepEqual(h.states, []string{StateRunning, StateDone}) {
 		t.Errorf("states = %v", h.states)
-	}
-}
-
-// Two notices: each stops the job with a checkpoint and restarts it from
-// there; the job ends exactly where an uninterrupted run ends.
-func TestRunTwoNoticesFinishesLikeAnUninterruptedRun(t *testing.T) {
-	t.Parallel()
-	const steps = 60
-	h := newHarness(t, fmt.Sprintf("H_STEPS=%d", steps))
-	notices := make(chan gpuwarden.Notice, 4)
-	go func() {
-		waitEvent(t, h.events, "commit:")
-		a := gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticeRebalance, ID: "a"}
-		notices <- a
-		notices <- a // a poller repeating itself: the same notice
-		waitEvent(t, h.events, "state:"+StateCheckpointing)
-		waitEvent(t, h.events, "state:"+StateRunning)
-		waitEvent(t, h.events, "commit:")
-		notices <- gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticePreemption, ID: "b"}
-	}()
-	report, err := h.s.Run(context.Background(), notices)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{gpuwarden.ExitPreempted, gpuwarden.ExitPreempted, gpuwarden.ExitOK}
-	if got := classes(report); !reflect.DeepEqual(got, want) {
-		t.Fatalf("attempts = %v, want %v\n%s", got, want, h.out.String())
-	}
-	if st := h.finalState(t); st.Step != steps || st.Digest != wantDigest(steps) {
-		t.Errorf("final state = %+v, want step %d and the uninterrupted digest", st, steps)
-	}
-	if !reflect.DeepEqual(report.Restarts, map[string]int{gpuwarden.ExitPreempted: 2}) {
-		t.Errorf("restarts = %v", report.Restarts)
-	}
-	if !reflect.DeepEqual(h.sleeps, []time.Duration{PreemptedWait, PreemptedWait}) {
-		t.Errorf("sleeps = %v, want two fixed preemption waits", h.sleeps)
-	}
-	for i, a := range report.Attempts[1:] {
-		if a.ResumedFrom == "" || !strings.Contains(h.out.String(), "--resume="+filepath.Join(h.s.CheckpointDir, CommittedDir, a.ResumedFrom)) {
-			t.Errorf("attempt %d did not resume (from %q)", i+2, a.ResumedFrom)
-		}
-	}
-	for _, a := range report.Attempts[:2] {
-		// The job saved on the signal, so little work was lost.
-		if a.LostSeconds <= 0 || a.LostSeconds > 3 {
-			t.Errorf("attempt %d lost %.2f s", a.Number, a.LostSeconds)
-		}
-	}
-	if n := strings.Count(h.out.String(), "checkpoint on signal"); n != 2 {
-		t.Errorf("%d checkpoints on signal, want 2", n)
-	}
-	wantStates := []string{StateRunning, StateCheckpointing, StateRunning, StateCheckpointing, StateRunning, StateDone}
-	if !reflect.DeepEqual(h.states, wantStates) {
-		t.Errorf("states = %v, want %v", h.states, wantStates)
 	}
 }
 

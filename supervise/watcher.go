@@ -2,11 +2,7 @@ package supervise
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -25,7 +21,7 @@ type Watcher struct {
 	// Interval is the polling period, DefaultPoll when zero.
 	Interval time.Duration
 
-	root     string
+	root     *Root
 	onCommit func(gpuwarden.Checkpoint)
 	log      *slog.Logger
 	now      func() time.Time
@@ -36,21 +32,12 @@ type Watcher struct {
 
 // NewWatcher returns a watcher of root that reports only checkpoints
 // committed after it was made, so that old ones are not synced again.
-func NewWatcher(root string, onCommit func(gpuwarden.Checkpoint), log *slog.Logger) (*Watcher, error) {
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range []string{IncomingDir, CommittedDir} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
+func NewWatcher(root *Root, onCommit func(gpuwarden.Checkpoint), log *slog.Logger) (*Watcher, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{root: root, onCommit: onCommit, log: log, now: time.Now, failed: map[string]time.Time{}}
-	es, err := entries(root)
+	es, err := root.entries()
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +71,7 @@ func (w *Watcher) Run(ctx context.Context) {
 // with itself or Run.
 func (w *Watcher) Scan() []gpuwarden.Checkpoint {
 	w.commitMarked()
-	es, err := entries(w.root)
+	es, err := w.root.entries()
 	if err != nil {
 		w.log.Warn("list checkpoints", "err", err)
 		return nil
@@ -95,7 +82,7 @@ func (w *Watcher) Scan() []gpuwarden.Checkpoint {
 			continue
 		}
 		w.lastSeq = e.seq
-		cp, err := validate(e.path, w.cache)
+		cp, err := w.root.validate(e.name, w.cache)
 		if err != nil {
 			w.log.Warn("torn checkpoint", "name", e.name, "reason", err)
 			continue
@@ -111,12 +98,9 @@ func (w *Watcher) Scan() []gpuwarden.Checkpoint {
 // commitMarked commits incoming directories holding a marker, lowest step
 // first so that sequence order follows the job's progress.
 func (w *Watcher) commitMarked() {
-	dir := filepath.Join(w.root, IncomingDir)
-	des, err := os.ReadDir(dir)
+	des, err := w.root.readDir(IncomingDir)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			w.log.Warn("list incoming checkpoints", "err", err)
-		}
+		w.log.Warn("list incoming checkpoints", "err", err)
 		return
 	}
 	type marked struct {
@@ -129,7 +113,7 @@ func (w *Watcher) commitMarked() {
 		if !d.IsDir() {
 			continue
 		}
-		info, err := os.Stat(filepath.Join(dir, d.Name(), MarkerName))
+		info, err := w.root.fs.Lstat(IncomingDir + "/" + d.Name() + "/" + MarkerName)
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
@@ -150,8 +134,8 @@ func (w *Watcher) commitMarked() {
 		if at, ok := w.failed[m.name]; ok && at.Equal(m.at) {
 			continue
 		}
-		_, err := commit(w.root, filepath.Join(dir, m.name), w.now, w.cache)
-		if errors.Is(err, fs.ErrNotExist) {
+		_, err := commit(w.root, w.root.abs(IncomingDir+"/"+m.name), w.now, w.cache)
+		if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound || isNotExist(err) {
 			continue // committed by `gpuwarden checkpoint commit` meanwhile
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/ledgertest"
 )
 
@@ -28,7 +30,14 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "gpuwarden")
 	trainer = filepath.Join(dir, "trainer")
-	for out, pkg := range map[string]string{binary: ".", trainer: "../../examples/trainer"} {
+	builds := map[string]string{binary: ".", trainer: "../../examples/trainer"}
+	if old := os.Getenv("GPUWARDEN_TEST_BINARY"); old != "" {
+		// Run the end-to-end tests against another build, such as the last
+		// release, to show which of them its behaviour fails.
+		binary = old
+		builds = map[string]string{trainer: "../../examples/trainer"}
+	}
+	for out, pkg := range builds {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Stderr = os.Stderr
 		if err := build.Run(); err != nil {
@@ -377,6 +386,20 @@ func TestHelpHasExamples(t *testing.T) {
 	r := gw(t, ".", "--help")
 	if !strings.Contains(r.stdout, "Exit codes:") {
 		t.Errorf("root help does not document exit codes:\n%s", r.stdout)
+	}
+}
+
+// TestReadmeNoticeTableIsThePolicy keeps the README's notice table the
+// policy the supervisor acts on, row for row.
+func TestReadmeNoticeTableIsThePolicy(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range gpuwarden.NoticeEffects {
+		if row := fmt.Sprintf("| %s | %s | %s |", e.Kind, e.Summary, e.Action); !strings.Contains(string(readme), row+"\n") {
+			t.Errorf("README lacks the policy row\n%s", row)
+		}
 	}
 }
 

@@ -21,12 +21,11 @@ func (f *cloudFlags) register(c *cobra.Command, usage string) {
 	f.metadata = preempt.DefaultEndpoints()
 	fl := c.Flags()
 	fl.StringVar(&f.cloud, "cloud", "auto", usage+": auto, aws, gcp, azure or none")
-	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base URL")
-	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata base URL")
-	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base URL")
-	for _, h := range []string{"aws-metadata", "gcp-metadata", "azure-metadata"} {
-		_ = fl.MarkHidden(h)
-	}
+	// Visible on purpose: people test notice handling against simulators,
+	// such as AWS's amazon-ec2-metadata-mock (port 1338 by default).
+	fl.StringVar(&f.metadata.AWS, "aws-metadata", f.metadata.AWS, "AWS instance metadata base `URL` (IMDSv2), e.g. amazon-ec2-metadata-mock's http://127.0.0.1:1338")
+	fl.StringVar(&f.metadata.GCP, "gcp-metadata", f.metadata.GCP, "GCP metadata server base `URL`")
+	fl.StringVar(&f.metadata.Azure, "azure-metadata", f.metadata.Azure, "Azure instance metadata base `URL` (Scheduled Events)")
 }
 
 func (f *cloudFlags) validate() error {
@@ -37,7 +36,8 @@ func (f *cloudFlags) validate() error {
 	return gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, aws, gcp, azure or none", f.cloud)
 }
 
-// fakeMetadata reports whether a test pointed the metadata at its own fakes.
+// fakeMetadata reports whether the metadata flags point at a simulator, which
+// is then polled directly even where an agent runs.
 func (f *cloudFlags) fakeMetadata() bool { return f.metadata != preempt.DefaultEndpoints() }
 
 // source finds the cloud to poll; nil means none answers or none was asked

@@ -27,22 +27,44 @@ import (
 )
 
 type runFlags struct {
-	checkpointDir string
-	sync          string
-	s3            objstore.Options
-	keep          int
-	maxRestarts   int
-	retryOn       string
-	signal        string
-	grace         time.Duration
-	planFile      string
-	dataDir       string
-	socket        string
-	cloud         cloudFlags
-	drill         bool
-	drillTimeout  time.Duration
-	output        string
+	checkpointDir   string
+	sync            string
+	s3              objstore.Options
+	keep            int
+	maxRestarts     int
+	retryOn         string
+	signal          string
+	grace           time.Duration
+	maintenanceLead time.Duration
+	syncTimeout     time.Duration
+	azureApprove    bool
+	planFile        string
+	dataDir         string
+	socket          string
+	cloud           cloudFlags
+	drill           bool
+	verifyState     bool
+	drillTimeout    time.Duration
+	output          string
 }
+
+// The exit codes of `gpuwarden run` beyond the common ones; 74 and 75 are
+// sysexits' EX_IOERR and EX_TEMPFAIL, which launchers and schedulers know.
+const (
+	exitNotDurable = 74
+	exitPreempted  = 75
+)
+
+const runExitCodes = `Exit codes:
+  0   the job finished (with --sync: and its newest checkpoint is durable)
+  1   --drill FAILed
+  2   bad input or usage: a flag, a symlinked incoming/ or committed/, a busy --checkpoint-dir
+  3   environment missing
+  4   internal error
+  74  not durable: the job finished, but its newest checkpoint never reached --sync
+  75  preempted or stopped: the box is going away (or run was stopped) and the job
+      was checkpointed and not restarted here; requeue it, it resumes
+  N   the job's own exit code when it failed and was not restarted`
 
 func (a *app) runCommand() *cobra.Command {
 	var f runFlags
@@ -53,30 +75,54 @@ func (a *app) runCommand() *cobra.Command {
 own directory under $GPUWARDEN_CHECKPOINT_DIR and marks it complete (an empty
 .complete file, or gpuwarden checkpoint commit DIR); gpuwarden then hashes it
 into a manifest, commits it atomically, keeps the last --keep, and syncs it to
---sync (a directory or s3://bucket/prefix) — refusing a target outside the
-plan's allowed countries before any upload. On a restart, or on a fresh box
-after pulling the newest valid checkpoint from --sync, the job gets
+--sync (a directory or s3://bucket/prefix), where --keep applies too, counting
+only what it verified there — refusing a target outside the plan's allowed
+countries before any upload. On a restart, or on a fresh box after pulling the
+newest checkpoint that verifies from --sync, the job gets
 $GPUWARDEN_RESUME_FROM (and {resume} in COMMAND); a torn or corrupt checkpoint
-is never resumed.
+is never resumed. Everything run opens, renames or deletes stays beneath
+--checkpoint-dir, which may itself be a symlink; a symlinked incoming/ or
+committed/ is refused.
 
-On a preemption notice (from the agent's socket, or its own metadata polling
-when no agent runs) or on SIGTERM, the job gets --signal (SIGUSR1) to
-checkpoint, then SIGTERM once a new checkpoint is committed or --grace passes.
+Notices (from the agent's socket, or its own metadata polling when no agent
+runs) are acted on by kind and time left:
+` + noticePolicyHelp() + `
+The checkpoint signal (--checkpoint-signal, SIGUSR1) goes only to the job's
+processes that catch it: one that does not is sent SIGTERM with the whole
+--grace instead, never killed by the signal's default action. On SIGTERM or
+Ctrl-C run checkpoints and stops the job the same way.
+
 Exits are classed — preempted, host-oom, cuda-oom, gpu-fault (NCCL, Xid,
-ECC), killed, user-error — each with its own retry budget and backoff;
-user errors are not retried unless --retry-on names them. The job runs in its
-own process group and never outlives the supervisor, even under kill -9.
+ECC), killed, user-error — each with its own retry budget and backoff; user
+errors are not retried unless --retry-on names them. The job runs in its own
+cgroup where the box allows it, else its own process group, and never outlives
+the supervisor, even under kill -9; the next run ends what a killed one left.
+The report (table, -o json, the agent's ledger) says what was done about each
+notice and what is durable: checkpoints uploaded and verified, the newest
+durable one (step, age, URL), and failures.
 
 --drill proves the resume: it starts the job, waits for its first checkpoint,
 kills it as a preemption would, restarts it and checks that it went on from
-that checkpoint instead of starting over.
+that checkpoint instead of starting over. --verify-state also runs the job
+uninterrupted to the same step and compares the two checkpoints, every file
+byte for byte, or only the ` + supervise.StateDigestName + ` file when the job writes one into
+each checkpoint (a digest of weights, optimizer, RNG and data position, for
+formats that are not byte-reproducible): a job that restores its step but not
+its state FAILs.
 
-` + exitCodesHelp + `
-  (run exits with the job's own exit code when it failed; --drill exits 1 on FAIL)`,
+` + runExitCodes,
 		Example: `  gpuwarden run --checkpoint-dir ./ckpt -- python train.py --resume {resume}
   gpuwarden run --sync s3://my-bucket/run-42 --plan gpuwarden.yaml -- ./train.sh
-  gpuwarden run --drill -- go run ./examples/trainer`,
-		Args: cobra.MinimumNArgs(1),
+  gpuwarden run --drill --verify-state -- python examples/pytorch_resume.py
+  # against AWS's metadata simulator (amazon-ec2-metadata-mock):
+  gpuwarden run --cloud aws --aws-metadata http://127.0.0.1:1338 -- ./train.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "run: no job command").
+					WithHint("give the job after --, e.g. gpuwarden run --checkpoint-dir ./ckpt -- python train.py")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if !cmd.Flags().Changed("log-level") {
 				a.log = a.logAt("info")
@@ -91,19 +137,34 @@ that checkpoint instead of starting over.
 	fl.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
 	fl.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain http to the S3 endpoint (a local MinIO)")
 	fl.BoolVar(&f.s3.PathStyle, "s3-path-style", false, "path-style S3 URLs (MinIO and most non-AWS stores)")
-	fl.IntVar(&f.keep, "keep", 3, "committed checkpoints to keep on the box")
+	fl.IntVar(&f.keep, "keep", 3, "committed checkpoints to keep on the box and in --sync")
+	fl.DurationVar(&f.syncTimeout, "sync-timeout", supervise.DefaultSyncTimeout, "give one checkpoint's upload up after this long; it counts as not durable")
 	fl.IntVar(&f.maxRestarts, "max-restarts", 20, "restarts of all classes together")
 	fl.StringVar(&f.retryOn, "retry-on", "", "also retry these exit `CLASSES` (comma-separated, e.g. user-error)")
-	fl.StringVar(&f.signal, "signal", "USR1", "signal that asks the job to checkpoint now")
+	fl.StringVar(&f.signal, "checkpoint-signal", "USR1", "signal that asks the job to checkpoint now")
+	fl.StringVar(&f.signal, "signal", "USR1", "old name of --checkpoint-signal")
+	_ = fl.MarkHidden("signal")
 	fl.DurationVar(&f.grace, "grace", 0, "how long the job has to checkpoint after a notice (default: the cloud's notice window less a margin; 90s)")
+	fl.DurationVar(&f.maintenanceLead, "maintenance-lead", supervise.DefaultMaintenanceLead, "checkpoint and stop the job this long before a scheduled reboot, stop or redeploy")
+	fl.BoolVar(&f.azureApprove, "azure-approve", false, "on Azure, approve a scheduled event (StartRequests) once the checkpoint for it commits, so it starts sooner")
 	fl.StringVar(&f.planFile, "plan", "", "plan `FILE` for the rate of lost work and the allowed countries (default ./gpuwarden.yaml when present)")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "the agent's data directory: its socket and the ledger the report goes to")
 	fl.StringVar(&f.socket, "agent-socket", "", "the agent's socket (default DATA_DIR/agent.sock)")
 	f.cloud.register(c, "without an agent, poll this cloud's metadata for notices")
 	fl.BoolVar(&f.drill, "drill", false, "prove the resume: start, kill after the first checkpoint, restart, check")
-	fl.DurationVar(&f.drillTimeout, "drill-timeout", 10*time.Minute, "give the drill up after this long")
+	fl.BoolVar(&f.verifyState, "verify-state", false, "with --drill: also compare the resumed checkpoint with an uninterrupted run's")
+	fl.DurationVar(&f.drillTimeout, "drill-timeout", 10*time.Minute, "give each wait of the drill up after this long")
 	fl.StringVarP(&f.output, "output", "o", "table", "report format: table or json")
 	return c
+}
+
+// noticePolicyHelp is gpuwarden.NoticeEffects in words, for --help.
+func noticePolicyHelp() string {
+	var b strings.Builder
+	for _, e := range gpuwarden.NoticeEffects {
+		fmt.Fprint(&b, wrap(fmt.Sprintf("%s (%s): %s", e.Kind, e.Summary, e.Action), "  • ", pageWidth))
+	}
+	return b.String()
 }
 
 func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
@@ -126,6 +187,9 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	if f.keep < 1 {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--keep must be at least 1, got %d", f.keep)
 	}
+	if f.verifyState && !f.drill {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--verify-state works with --drill").WithHint("gpuwarden run --drill --verify-state -- CMD")
+	}
 	p, planPath, err := loadPlanIfAny(planArgs(f.planFile))
 	if err != nil {
 		return err
@@ -141,42 +205,34 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	if err != nil {
 		return err
 	}
-	if store != nil {
-		if err := restoreNewest(ctx, store, f.checkpointDir, log); err != nil {
-			return err
-		}
-	}
 	s := &supervise.Supervisor{Argv: argv, CheckpointDir: f.checkpointDir, Env: os.Environ(), Out: a.stderr,
-		Policy: policy, CheckpointSignal: sig, Grace: f.grace, Keep: f.keep, Log: a.log}
+		Policy: policy, CheckpointSignal: sig, Grace: f.grace, MaintenanceLead: f.maintenanceLead, SyncTimeout: f.syncTimeout,
+		Keep: f.keep, Log: a.log}
 	if store != nil {
-		s.OnCommit = func(cp gpuwarden.Checkpoint) error {
-			// The checkpoint taken because the supervisor is being stopped
-			// must still reach the store: the sync outlives ctx, bounded.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-			defer cancel()
-			start := time.Now()
-			if err := store.Push(sctx, cp); err != nil {
-				log.Error("sync checkpoint", "checkpoint", cp.Name, "to", store.Where(), "err", err)
-				return err
-			}
-			log.Info("checkpoint synced", "checkpoint", cp.Name, "to", store.Where(), "took", time.Since(start).Round(time.Millisecond))
-			return nil
+		s.Store = store
+		s.KeepRemote = func(ctx context.Context, protect string) ([]string, error) {
+			return objstore.Keep(ctx, store, f.keep, protect)
 		}
 	}
-	notices, provider := a.runNotices(ctx, f, s, log)
+	src, provider := a.runNotices(ctx, f, s, log)
 	if s.Grace == 0 {
 		s.Grace = graceFor(provider)
 	}
+	if f.azureApprove {
+		if err := a.approveAzure(f, s, log); err != nil {
+			return err
+		}
+	}
 
 	if f.drill {
-		res, err := supervise.Drill(ctx, s, f.drillTimeout)
+		res, err := supervise.Drill(ctx, s, supervise.DrillOptions{Timeout: f.drillTimeout, VerifyState: f.verifyState})
 		if err != nil {
 			return err
 		}
 		a.recordDrill(ctx, f.dataDir, s.Argv, res, log)
 		return a.printDrill(f.output, res)
 	}
-	report, err := s.Run(ctx, notices)
+	report, err := s.Run(ctx, src)
 	if err != nil {
 		return err
 	}
@@ -185,18 +241,52 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	if f.output == "json" {
 		err = writeJSON(a.stdout, report)
 	} else {
-		err = runReportTable(a.stdout, report)
+		err = runReportTable(a.stdout, report, a.now())
 	}
 	if err != nil {
 		return err
 	}
-	if report.ExitCode != 0 {
-		code := report.ExitCode
-		if code < 1 || code > 255 {
-			code = 1
-		}
-		return &exitError{code: code}
+	return runExit(report)
+}
+
+// runExit maps the run's result to its documented exit code.
+func runExit(r gpuwarden.RunReport) error {
+	switch r.Result {
+	case gpuwarden.ResultOK:
+		return nil
+	case gpuwarden.ResultNotDurable:
+		return &exitError{code: exitNotDurable}
+	case gpuwarden.ResultPreempted, gpuwarden.ResultStopped:
+		return &exitError{code: exitPreempted}
 	}
+	code := r.ExitCode
+	if code < 1 || code > 255 {
+		code = 1
+	}
+	return &exitError{code: code}
+}
+
+// approveAzure makes the supervisor acknowledge Azure events once their
+// checkpoint commits, through the metadata service --azure-metadata names.
+func (a *app) approveAzure(f *runFlags, s *supervise.Supervisor, log *slog.Logger) error {
+	if f.cloud.cloud != "auto" && f.cloud.cloud != preempt.ProviderAzure {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--azure-approve needs --cloud azure or auto, not %s", f.cloud.cloud)
+	}
+	src, err := preempt.ForProvider(preempt.ProviderAzure, preempt.NewClient(), f.cloud.metadata)
+	if err != nil {
+		return err
+	}
+	ap, ok := src.(preempt.Approver)
+	if !ok {
+		return gpuwarden.Errorf(gpuwarden.EInternal, "the Azure source cannot approve events")
+	}
+	s.Approve = func(ctx context.Context, n gpuwarden.Notice) error {
+		if n.Provider != preempt.ProviderAzure {
+			return nil
+		}
+		return ap.Approve(ctx, n.ID)
+	}
+	log.Info("azure events will be approved once their checkpoint commits")
 	return nil
 }
 
@@ -270,42 +360,37 @@ func (a *app) openStore(ctx context.Context, f *runFlags, p *gpuwarden.Plan) (gp
 	return store, nil
 }
 
-// restoreNewest pulls the store's newest checkpoint when this box has no
-// valid one: the first step of a job moved to a fresh box.
-func restoreNewest(ctx context.Context, store gpuwarden.CheckpointStore, dir string, log *slog.Logger) error {
-	if _, ok, err := supervise.Newest(dir); err != nil || ok {
-		return err
-	}
-	remote, err := store.List(ctx)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", store.Where(), err)
-	}
-	for i := len(remote) - 1; i >= 0; i-- {
-		cp, err := store.Pull(ctx, remote[i].Name, filepath.Join(dir, "committed"))
-		if err != nil {
-			log.Warn("skip a checkpoint that does not verify", "checkpoint", remote[i].Name, "err", err)
-			continue
-		}
-		log.Info("restored the newest checkpoint", "checkpoint", cp.Name, "from", store.Where())
-		return nil
-	}
-	return nil
-}
-
-// runNotices feeds preemption notices to the supervisor: from the agent when
-// one runs (and the agent hears the job's state), else from the cloud's
-// metadata directly.
+// runNotices feeds notices to the supervisor: from the agent when one runs
+// (and the agent hears the job's state and durability), else from the
+// cloud's metadata directly. Without an agent the supervisor's notice
+// records are the alerts, logged at warning level.
 func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervisor, log *slog.Logger) (<-chan gpuwarden.Notice, string) {
-	ch := make(chan gpuwarden.Notice, 4)
+	ch := make(chan gpuwarden.Notice, 16)
 	path := f.socket
 	if path == "" {
 		path = filepath.Join(f.dataDir, "agent.sock")
+	}
+	// The first record of a notice is its alert; later ones (the signal
+	// sent, the checkpoint that answered) are in the report.
+	alerted := map[string]bool{}
+	s.OnNotice = func(r gpuwarden.NoticeRecord) {
+		if key := r.Notice.Provider + "/" + r.Notice.ID + "/" + r.Action; !alerted[key] {
+			alerted[key] = true
+			log.Warn("notice", "action", r.Action, "detail", r.Detail)
+			return
+		}
+		log.Debug("notice", "action", r.Action, "detail", r.Detail, "signal", r.Signal, "checkpoint", r.Checkpoint)
 	}
 	if c, err := agent.Dial(ctx, path); err == nil && !f.cloud.fakeMetadata() {
 		log.Info("listening to the agent for notices", "socket", path)
 		job := fmt.Sprintf("run-%d", os.Getpid())
 		s.OnState = func(state string) {
 			if err := c.Report(job, state); err != nil {
+				log.Warn("tell the agent", "err", err)
+			}
+		}
+		s.OnSync = func(st gpuwarden.SyncReport) {
+			if err := c.ReportSync(job, st); err != nil {
 				log.Warn("tell the agent", "err", err)
 			}
 		}
@@ -316,7 +401,12 @@ func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervis
 	if src == nil {
 		return ch, ""
 	}
-	go preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ch <- n }, func(err error) { log.Debug("poll", "err", err) })
+	go preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) {
+		select {
+		case ch <- n:
+		case <-ctx.Done():
+		}
+	}, func(err error) { log.Debug("poll", "err", err) })
 	return ch, src.Provider()
 }
 
@@ -337,21 +427,29 @@ func (a *app) priceRework(r *gpuwarden.RunReport, p *gpuwarden.Plan, planPath st
 	r.ReworkCost = gpuwarden.MulCents(rate, gpuwarden.MicrosFromFloat(r.LostSeconds/3600))
 }
 
-// recordReport keeps the report in the agent's ledger when it exists.
+// recordReport keeps the report in the agent's ledger, on every ending:
+// a run stopped by SIGTERM (a preemption) has a cancelled ctx, and its
+// report matters most, so the write outlives ctx, bounded.
 func (a *app) recordReport(ctx context.Context, dataDir string, r gpuwarden.RunReport, log *slog.Logger) {
-	path := filepath.Join(dataDir, "ledger.db")
-	if _, err := os.Stat(path); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		log.Warn("open the ledger", "err", err)
 		return
 	}
-	l, err := sqlite.Open(ctx, path)
+	l, err := sqlite.Open(ctx, filepath.Join(dataDir, "ledger.db"))
 	if err != nil {
 		log.Warn("open the ledger", "err", err)
 		return
 	}
 	defer l.Close()
 	b, _ := json.Marshal(r)
-	_, err = l.RecordEvent(ctx, gpuwarden.Event{Time: r.End, Kind: "run-report", Severity: gpuwarden.SeverityInfo,
-		Message: fmt.Sprintf("job %s ended %s after %d attempts", strings.Join(r.Command, " "), r.Class, len(r.Attempts)),
+	sev := gpuwarden.SeverityInfo
+	if r.Result != gpuwarden.ResultOK {
+		sev = gpuwarden.SeverityWarning
+	}
+	_, err = l.RecordEvent(ctx, gpuwarden.Event{Time: r.End, Kind: "run-report", Severity: sev,
+		Message: fmt.Sprintf("job %s ended %s after %d attempts: %s", strings.Join(r.Command, " "), r.Result, len(r.Attempts), r.Why),
 		Data:    map[string]string{"report": string(b)}})
 	if err != nil {
 		log.Warn("record the run report", "err", err)
@@ -379,14 +477,17 @@ func (a *app) recordDrill(ctx context.Context, dataDir string, command []string,
 	}
 }
 
-func runReportTable(w io.Writer, r gpuwarden.RunReport) error {
+func runReportTable(w io.Writer, r gpuwarden.RunReport, now time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nJob       %s\n", strings.Join(r.Command, " "))
 	attempts := "attempts"
 	if len(r.Attempts) == 1 {
 		attempts = "attempt"
 	}
-	fmt.Fprintf(&b, "Result    %s (exit %d) after %d %s in %s\n", r.Class, r.ExitCode, len(r.Attempts), attempts, r.End.Sub(r.Start).Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "Result    %s after %d %s in %s\n", r.Result, len(r.Attempts), attempts, r.End.Sub(r.Start).Round(100*time.Millisecond))
+	if r.Why != "" {
+		fmt.Fprint(&b, wrap(r.Why, "          ", pageWidth))
+	}
 	rows := [][]string{{"#", "CLASS", "EXIT", "TOOK", "LOST", "RESUMED FROM"}}
 	for _, at := range r.Attempts {
 		exit := fmt.Sprint(at.ExitCode)
@@ -417,6 +518,16 @@ func runReportTable(w io.Writer, r gpuwarden.RunReport) error {
 		restarts = strings.Join(classes, ", ")
 	}
 	fmt.Fprintf(&b, "Restarts  %s\n", restarts)
+	for _, n := range r.Notices {
+		line := n.Action + ": " + n.Detail
+		if n.Signal != "" {
+			line += "; signal: " + n.Signal
+		}
+		if n.Checkpoint != "" {
+			line += "; checkpoint " + n.Checkpoint
+		}
+		fmt.Fprint(&b, wrap(line, "Notice    ", pageWidth))
+	}
 	lost := (time.Duration(r.LostSeconds * float64(time.Second))).Round(100 * time.Millisecond)
 	if r.Currency != "" {
 		fmt.Fprintf(&b, "Lost work %s, %s to redo at the plan's rate\n", lost, r.Currency.Format(r.ReworkCost))
@@ -424,6 +535,7 @@ func runReportTable(w io.Writer, r gpuwarden.RunReport) error {
 		fmt.Fprintf(&b, "Lost work %s\n", lost)
 	}
 	fmt.Fprintf(&b, "Checkpoints committed: %d\n", len(r.Checkpoints))
+	fmt.Fprint(&b, wrap(gpuwarden.DescribeSync(r.Sync, now), "Durable   ", pageWidth))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -437,6 +549,9 @@ func (a *app) printDrill(output string, res supervise.DrillResult) error {
 		verdict := "FAIL"
 		if res.Pass {
 			verdict = "PASS"
+		}
+		if res.Pass {
+			verdict += " (" + res.Proof + ")"
 		}
 		fmt.Fprintf(a.stdout, "Resume drill: %s\n", verdict)
 		for _, e := range res.Evidence {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,24 @@ func gwEnv(t *testing.T, dir string, env []string, args ...string) result {
 	return result{out.String(), errb.String(), code}
 }
 
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // reference is the trainer's final state without interruptions.
 func reference(t *testing.T, steps int) string {
 	t.Helper()
@@ -55,53 +74,78 @@ func reference(t *testing.T, steps int) string {
 }
 
 type runReport struct {
+	Result   string         `json:"result"`
+	Why      string         `json:"why"`
 	Restarts map[string]int `json:"restarts"`
 	Attempts []struct {
 		Class       string `json:"class"`
 		ResumedFrom string `json:"resumed_from"`
 	} `json:"attempts"`
+	Checkpoints []struct {
+		Name string `json:"name"`
+		Step int64  `json:"step"`
+	} `json:"checkpoints"`
+	Notices []struct {
+		Action       string  `json:"action"`
+		Signal       string  `json:"signal"`
+		GraceSeconds float64 `json:"grace_s"`
+		Checkpoint   string  `json:"checkpoint"`
+		Detail       string  `json:"detail"`
+	} `json:"notices"`
+	Sync *struct {
+		Uploaded      int  `json:"uploaded"`
+		Failed        int  `json:"failed"`
+		Durable       bool `json:"durable"`
+		NewestDurable *struct {
+			Name string `json:"name"`
+			Step int64  `json:"step"`
+			URL  string `json:"url"`
+		} `json:"newest_durable"`
+		Restored string `json:"restored"`
+	} `json:"sync"`
 	ExitCode int `json:"exit_code"`
 }
 
-// TestRunSurvivesTwoPreemptions: the example job is preempted twice through
-// a loopback AWS metadata service and ends exactly where an uninterrupted
-// run ends.
-func TestRunSurvivesTwoPreemptions(t *testing.T) {
-	dir := t.TempDir()
-	aws := preempttest.NewAWS()
-	defer aws.Close()
-	final := filepath.Join(dir, "final.json")
-	cmd := exec.Command(binary, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
-		"--cloud", "aws", "--aws-metadata", aws.URL, "--grace", "5s", "-o", "json", "--",
-		trainer, "--steps", "150", "--every", "20", "--step-time", "20ms", "--out", final)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	for i, at := range []time.Duration{900 * time.Millisecond, 1500 * time.Millisecond} {
-		time.Sleep(at)
-		aws.Interrupt("terminate", time.Now().Add(time.Duration(i+2)*time.Minute).Truncate(time.Second))
-		time.Sleep(1500 * time.Millisecond)
-		aws.Clear()
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v\n%s", err, errb.String())
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("run did not finish:\n%s", errb.String())
-	}
+func decodeReport(t *testing.T, stdout string) runReport {
+	t.Helper()
 	var r runReport
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("report: %v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, stdout)
 	}
-	if r.Restarts["preempted"] != 2 || r.ExitCode != 0 {
-		t.Errorf("restarts %v exit %d, want 2 preemptions and success\n%s", r.Restarts, r.ExitCode, errb.String())
+	return r
+}
+
+// TestRunSurvivesTwoPreemptions: the example job is preempted on two boxes
+// through a loopback AWS metadata service; each preempted run checkpoints,
+// does not restart on its doomed box, exits 75 once the deadline passed, and
+// the next box resumes from the store. The third box ends exactly where an
+// uninterrupted run ends.
+func TestRunSurvivesTwoPreemptions(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	final := filepath.Join(t.TempDir(), "final.json")
+	for box := 1; box <= 3; box++ {
+		dir := t.TempDir()
+		aws := preempttest.NewAWS()
+		defer aws.Close()
+		wait, _, _ := startRunWatched(t, dir, nil, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+			"--sync", store, "--cloud", "aws", "--aws-metadata", aws.URL, "--grace", "5s", "-o", "json", "--",
+			trainer, "--steps", "150", "--every", "20", "--step-time", "20ms", "--out", final)
+		if box < 3 {
+			time.Sleep(900 * time.Millisecond)
+			aws.Interrupt("terminate", time.Now().Add(3*time.Second).Truncate(time.Second))
+		}
+		r := wait(30 * time.Second)
+		rep := decodeReport(t, r.stdout)
+		switch {
+		// One stop, not a loop; the checkpoint answering it may be the
+		// periodic one that was being written as the signal came.
+		case box < 3 && (r.code != 75 || rep.Result != "preempted" || len(rep.Attempts) != 1 || strings.Count(r.stderr, "checkpointing and stopping the job") != 1 || rep.Notices[0].Checkpoint == ""):
+			t.Fatalf("box %d: exit %d result %s attempts %d, want 75, preempted, one attempt and one checkpoint signal\n%s", box, r.code, rep.Result, len(rep.Attempts), r.stderr)
+		case box == 3 && (r.code != 0 || rep.Result != "ok"):
+			t.Fatalf("box 3: exit %d result %s, want ok\n%s", r.code, rep.Result, r.stderr)
+		case box > 1 && (rep.Sync == nil || rep.Sync.Restored == "" || rep.Attempts[0].ResumedFrom == ""):
+			t.Fatalf("box %d did not resume from the store: %+v\n%s", box, rep.Sync, r.stderr)
+		}
 	}
 	got, err := os.ReadFile(final)
 	if err != nil {
@@ -109,9 +153,6 @@ func TestRunSurvivesTwoPreemptions(t *testing.T) {
 	}
 	if want := reference(t, 150); string(got) != want {
 		t.Errorf("final state %s, want %s (the uninterrupted run's)", got, want)
-	}
-	if !strings.Contains(errb.String(), "resumed from") {
-		t.Errorf("the job never resumed:\n%s", errb.String())
 	}
 }
 
@@ -138,7 +179,7 @@ func TestRunDrill(t *testing.T) {
 	base := []string{"run", "--drill", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
 		"--cloud", "none", "--drill-timeout", "20s", "--", trainer, "--steps", "100000", "--every", "10", "--step-time", "5ms"}
 	r := gw(t, dir, base...)
-	if r.code != 0 || !strings.Contains(r.stdout, "Resume drill: PASS") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Resume drill: PASS (progress)") {
 		t.Errorf("exit %d, want PASS:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = gw(t, dir, append(base, "--ignore-resume")...)
@@ -168,7 +209,7 @@ func TestRunSyncsAndRestoresOnAFreshBox(t *testing.T) {
 	first := t.TempDir()
 	r := gwEnv(t, first, s3Env, append(append([]string{"run", "--data-dir", filepath.Join(first, "data"),
 		"--checkpoint-dir", filepath.Join(first, "ckpt")}, s3...), "--", trainer, "--steps", "60", "--every", "20", "--step-time", "1ms")...)
-	if r.code != 0 || !strings.Contains(r.stderr, "checkpoint synced") {
+	if r.code != 0 || !strings.Contains(r.stderr, "checkpoint synced") || !strings.Contains(r.stdout, "newest durable") && !strings.Contains(r.stdout, "last durable checkpoint: step 60") {
 		t.Fatalf("first box: exit %d\n%s", r.code, r.stderr)
 	}
 	fresh := t.TempDir() // another box: nothing local
@@ -201,26 +242,121 @@ func TestRunRefusesAForbiddenCountry(t *testing.T) {
 	}
 }
 
-// TestRunLeavesNoOrphans kills the supervisor with SIGKILL: its job and the
-// job's own child must go with it.
+// TestRunRefusesSymlinkedFolders: people symlink checkpoint folders to a
+// bigger disk; a symlinked incoming/ or committed/ is refused before
+// anything in its target is renamed or deleted, while a symlinked
+// --checkpoint-dir itself is fine.
+func TestRunRefusesSymlinkedFolders(t *testing.T) {
+	for _, sub := range []string{"incoming", "committed"} {
+		t.Run(sub, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "bigdisk")
+			precious := filepath.Join(target, "precious-data", "weights.bin")
+			if err := os.MkdirAll(filepath.Dir(precious), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(precious, []byte("not gpuwarden's"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ckpt := filepath.Join(dir, "ckpt")
+			if err := os.MkdirAll(ckpt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, filepath.Join(ckpt, sub)); err != nil {
+				t.Fatal(err)
+			}
+			r := gw(t, dir, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", ckpt, "--cloud", "none", "--",
+				trainer, "--steps", "60", "--every", "10", "--step-time", "1ms")
+			if r.code != 2 || !strings.Contains(r.stderr, "is a symlink") || !strings.Contains(r.stderr, "point --checkpoint-dir at the real folder") {
+				t.Errorf("exit %d, want 2 and a refusal with the fix:\n%s", r.code, r.stderr)
+			}
+			if b, err := os.ReadFile(precious); err != nil || string(b) != "not gpuwarden's" {
+				t.Errorf("the symlink's target was touched: %v", err)
+			}
+		})
+	}
+	t.Run("the checkpoint dir itself", func(t *testing.T) {
+		dir := t.TempDir()
+		real := filepath.Join(dir, "bigdisk")
+		if err := os.MkdirAll(real, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(real, filepath.Join(dir, "ckpt")); err != nil {
+			t.Fatal(err)
+		}
+		r := gw(t, dir, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--cloud", "none", "--",
+			trainer, "--steps", "30", "--every", "10", "--step-time", "1ms")
+		if r.code != 0 {
+			t.Errorf("exit %d:\n%s", r.code, r.stderr)
+		}
+		if es, _ := os.ReadDir(filepath.Join(real, "committed")); len(es) != 3 {
+			t.Errorf("%d checkpoints in the real folder, want 3", len(es))
+		}
+	})
+}
+
+// TestRunLeavesNoOrphans kills the supervisor with SIGKILL: its job, the
+// job's own child and a grandchild that left the process group with setsid
+// must go with it.
 func TestRunLeavesNoOrphans(t *testing.T) {
 	dir := t.TempDir()
 	marker := fmt.Sprintf("%d.%d", 300+os.Getpid()%97, time.Now().UnixNano()%1000)
 	cmd := exec.Command(binary, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
-		"--cloud", "none", "--", "sh", "-c", "sleep "+marker+" & sleep "+marker+"; wait")
+		"--cloud", "none", "--", "sh", "-c", "setsid sleep "+marker+" & sleep "+marker+" & sleep "+marker+"; wait")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(processesWith(marker)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	waitProcesses(t, marker, 3)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	assertGone(t, marker, "outlived the supervisor's kill -9")
+}
+
+// TestRunEndsLeftoversOfAKilledSupervisor: when the supervisor and its
+// guard both die at once (an OOM kill of the whole unit), the job's
+// processes are left; the next run over the same checkpoints ends them
+// before it starts its own job.
+func TestRunEndsLeftoversOfAKilledSupervisor(t *testing.T) {
+	dir := t.TempDir()
+	marker := fmt.Sprintf("%d.%d", 400+os.Getpid()%97, time.Now().UnixNano()%1000)
+	args := []string{"run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--cloud", "none", "--"}
+	cmd := exec.Command(binary, append(args, "sh", "-c", "setsid sleep "+marker+" & sleep "+marker+"; wait")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(processesWith(marker)); n < 2 {
-		t.Fatalf("the job's processes did not start (%d)", n)
+	waitProcesses(t, marker, 2)
+	for _, pid := range processesWith("gpuwarden-guard") {
+		if ppid(pid) == cmd.Process.Pid {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	deadline = time.Now().Add(2 * time.Second)
+	time.Sleep(300 * time.Millisecond)
+	if n := len(processesWith(marker)); n == 0 {
+		t.Fatal("nothing was left behind to end: the test proves nothing")
+	}
+	r := gw(t, dir, append(args, "true")...)
+	if r.code != 0 || !strings.Contains(r.stderr, "ended processes a killed supervisor left behind") {
+		t.Errorf("exit %d, want the leftovers ended:\n%s", r.code, r.stderr)
+	}
+	assertGone(t, marker, "outlived the next run")
+}
+
+func waitProcesses(t *testing.T, marker string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesWith(marker)) < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := len(processesWith(marker)); got < n {
+		t.Fatalf("the job's processes did not start (%d of %d)", got, n)
+	}
+}
+
+func assertGone(t *testing.T, marker, what string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
 	for len(processesWith(marker)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -228,8 +364,23 @@ func TestRunLeavesNoOrphans(t *testing.T) {
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		t.Errorf("processes %v outlived the supervisor's kill -9", left)
+		t.Errorf("processes %v %s", left, what)
 	}
+}
+
+// ppid reads a process's parent from /proc.
+func ppid(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 // processesWith lists the PIDs whose command line contains s.
@@ -251,4 +402,91 @@ func processesWith(s string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// TestRunNeverResumesAnUnverifiedCheckpoint: a manifest edited to list no
+// file, or a folder of a checkpoint swapped for a symlink out of the root,
+// vouches for nothing, so the older whole checkpoint is resumed instead.
+func TestRunNeverResumesAnUnverifiedCheckpoint(t *testing.T) {
+	tests := []struct {
+		name string
+		tear func(t *testing.T, newest string)
+	}{
+		{"a manifest that lists no file", func(t *testing.T, newest string) {
+			p := filepath.Join(newest, "manifest.json")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["files"] = []any{}
+			b, _ = json.Marshal(m)
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a folder swapped for a symlink out of the root", func(t *testing.T, newest string) {
+			// The same bytes elsewhere, so only the symlink gives it away.
+			outside := filepath.Join(t.TempDir(), "copy")
+			if err := os.Rename(newest, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(newest, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"manifest.json", "state.json"} {
+				if err := os.Rename(filepath.Join(outside, f), filepath.Join(newest, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// weights.bin now lives outside; put a folder link in its place.
+			if err := os.MkdirAll(filepath.Join(outside, "w"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(outside, "weights.bin"), filepath.Join(outside, "w", "weights.bin")); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(filepath.Join(newest, "manifest.json"))
+			b = bytes.ReplaceAll(b, []byte(`"weights.bin"`), []byte(`"sub/weights.bin"`))
+			if err := os.WriteFile(filepath.Join(newest, "manifest.json"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(outside, "w"), filepath.Join(newest, "sub")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ckpt := filepath.Join(dir, "ckpt")
+			args := []string{"run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", ckpt, "--cloud", "none", "--"}
+			if r := gw(t, dir, append(args, trainer, "--steps", "40", "--every", "20", "--step-time", "1ms")...); r.code != 0 {
+				t.Fatalf("first run: exit %d\n%s", r.code, r.stderr)
+			}
+			tt.tear(t, filepath.Join(ckpt, "committed", "000002-step-000040"))
+			r := gw(t, dir, append(args, trainer, "--steps", "60", "--every", "20", "--step-time", "1ms")...)
+			if r.code != 0 || !strings.Contains(r.stderr, "000001-step-000020 at step 20") {
+				t.Errorf("exit %d; want a resume from the whole step 20, not the unverified step 40:\n%s", r.code, r.stderr)
+			}
+		})
+	}
+}
+
+// TestRunReportReachesTheLedgerOnSIGTERM: the report of a run stopped by
+// SIGTERM, as on a preempted box, is written to the ledger, even when the
+// ledger did not exist yet.
+func TestRunReportReachesTheLedgerOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	wait, errb, stop := startRunWatched(t, dir, nil, "run", "--data-dir", filepath.Join(dir, "data"), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+		"--cloud", "none", "--", trainer, "--steps", "100000", "--every", "20", "--step-time", "5ms")
+	waitFor(t, errb, "checkpoint committed", 20*time.Second)
+	stop(syscall.SIGTERM)
+	if r := wait(30 * time.Second); r.code != 75 {
+		t.Errorf("exit %d, want 75\n%s", r.code, r.stderr)
+	}
+	assertReportInLedger(t, filepath.Join(dir, "data"), "stopped")
 }

@@ -131,7 +131,18 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 	}
 	fmt.Fprint(&b, wrap(st.Diagnosis.Verdict+": "+st.Diagnosis.Detail, "Diagnosis ", pageWidth))
 	for _, n := range st.Notices {
-		fmt.Fprint(&b, wrap(fmt.Sprintf("%s %s %s %s", n.Provider, n.Kind, n.At.Format(time.RFC3339), n.Detail), "Notice    ", pageWidth))
+		at := "no time given"
+		if !n.At.IsZero() {
+			at = n.At.Format(time.RFC3339)
+		}
+		over := ""
+		if n.Canceled {
+			over = " (over)"
+		}
+		fmt.Fprint(&b, wrap(fmt.Sprintf("%s %s%s %s %s", n.Provider, n.Kind, over, at, n.Detail), "Notice    ", pageWidth))
+	}
+	for _, j := range st.Jobs {
+		fmt.Fprint(&b, wrap(fmt.Sprintf("%s %s; %s", j.ID, j.State, gpuwarden.DescribeSync(j.Sync, st.Now)), "Job       ", pageWidth))
 	}
 	if len(st.Events) > 0 {
 		fmt.Fprintln(&b, "Alerts")

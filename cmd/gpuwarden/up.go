@@ -192,6 +192,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	sock.OnSync = ag.OnSync
 	ag.Socket = sock
 	go sock.Serve(ctx)
 	go a.watchNotices(ctx, f, ag, log)

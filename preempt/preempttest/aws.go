@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -78,6 +79,26 @@ func (f *AWS) Schedule(ev AWSEvent) string {
 	defer f.mu.Unlock()
 	f.scheduled = append(f.scheduled, ev)
 	return ev.EventID
+}
+
+// SetState changes the State of the scheduled event id (active, completed
+// or canceled), as EC2 does before it drops the event from the list.
+func (f *AWS) SetState(id, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.scheduled {
+		if f.scheduled[i].EventID == id {
+			f.scheduled[i].State = state
+		}
+	}
+}
+
+// Unschedule withdraws the scheduled event id, as EC2 does some time after
+// an event completes or is canceled.
+func (f *AWS) Unschedule(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scheduled = slices.DeleteFunc(f.scheduled, func(e AWSEvent) bool { return e.EventID == id })
 }
 
 // Clear withdraws every notice and canned answer.

@@ -3,6 +3,7 @@ package preempttest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -28,8 +29,10 @@ type AzureEvent struct {
 const AzureTimeLayout = http.TimeFormat
 
 // Azure is a fake Azure Instance Metadata Service: it refuses (400) requests
-// without the Metadata: true header or without api-version, and serves
-// Scheduled Events and the instance document.
+// without the Metadata: true header or without api-version, serves
+// Scheduled Events and the instance document, and accepts the StartRequests
+// POST that approves events, dropping them from the document as Azure does
+// once they start.
 type Azure struct {
 	*httptest.Server
 	raw overrides
@@ -38,6 +41,7 @@ type Azure struct {
 	incarnation int
 	events      []AzureEvent
 	rejected    int
+	approved    []string
 }
 
 // NewAzure starts the fake on 127.0.0.1 with no events; the caller closes it.
@@ -106,6 +110,14 @@ func (f *Azure) Clear() {
 // with status and body; the header check still applies.
 func (f *Azure) Respond(path string, status int, body string) { f.raw.set(path, status, body) }
 
+// Approved returns the EventIds approved so far, in order, including IDs
+// that named no listed event, so a test sees exactly what was sent.
+func (f *Azure) Approved() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.approved)
+}
+
 // Rejected counts requests refused for a missing header or api-version.
 func (f *Azure) Rejected() int {
 	f.mu.Lock()
@@ -129,6 +141,10 @@ func (f *Azure) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Query().Get("api-version") == "" {
 		reject("Bad request. api-version was not specified in the request. For more information refer to aka.ms/azureimds")
+		return
+	}
+	if r.Method == http.MethodPost && r.URL.Path == "/metadata/scheduledevents" {
+		f.serveStart(w, r)
 		return
 	}
 	if r.Method != http.MethodGet {
@@ -160,4 +176,31 @@ func (f *Azure) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	json.NewEncoder(w).Encode(doc)
+}
+
+// serveStart takes {"StartRequests": [{"EventId": "..."}]}, records each ID
+// and drops those events, answering 200 with no body; a body that is not
+// that document gets 400.
+func (f *Azure) serveStart(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		StartRequests []struct {
+			EventID string `json:"EventId"`
+		} `json:"StartRequests"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil || len(req.StartRequests) == 0 {
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": "Bad request. Invalid StartRequests"})
+		return
+	}
+	f.mu.Lock()
+	for _, sr := range req.StartRequests {
+		if sr.EventID == "" {
+			continue
+		}
+		f.approved = append(f.approved, sr.EventID)
+		f.events = slices.DeleteFunc(f.events, func(e AzureEvent) bool { return e.EventID == sr.EventID })
+	}
+	f.incarnation++
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
 }

@@ -1,0 +1,99 @@
+package supervise
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"syscall"
+)
+
+// CatchesSignal reports whether pid has a handler installed for sig, from
+// the SigCgt mask in /proc/PID/status (bit sig-1). A signal whose default
+// action terminates, like SIGUSR1, ends a process that has no handler, so
+// a checkpoint request must not reach a shell wrapper or an interpreter
+// that has not set its handler yet. A Go program counts as catching every
+// signal: its runtime installs handlers at start, and one that did not ask
+// for sig with signal.Notify still dies of it.
+func CatchesSignal(pid int, sig syscall.Signal) (bool, error) {
+	if sig < 1 || sig > 64 {
+		return false, fmt.Errorf("catches signal: no signal %d", int(sig))
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			return false, fmt.Errorf("catches signal: process %d: %w", pid, os.ErrProcessDone)
+		}
+		return false, fmt.Errorf("catches signal: %w", err)
+	}
+	mask, err := sigCgt(b)
+	if err != nil {
+		return false, fmt.Errorf("catches signal: process %d: %w", pid, err)
+	}
+	return mask&(1<<(uint(sig)-1)) != 0, nil
+}
+
+// sigCgt returns the caught-signals mask of a /proc/PID/status.
+func sigCgt(status []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("SigCgt:")); ok {
+			mask, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bad SigCgt %q", bytes.TrimSpace(v))
+			}
+			return mask, nil
+		}
+	}
+	return 0, errors.New("no SigCgt in status")
+}
+
+// SignalCatchers sends sig only to the job's live processes (its group,
+// its cgroup, the processes carrying its ID) that catch it, and skips the
+// others, which its default action would kill. It returns the pids it
+// signalled; none means nobody catches sig and nothing was sent, which the
+// caller may treat as "this job cannot checkpoint now". It returns
+// os.ErrProcessDone once the leader exited, like Signal.
+func (p *Proc) SignalCatchers(sig syscall.Signal) ([]int, error) {
+	select {
+	case <-p.exited:
+		return nil, os.ErrProcessDone
+	default:
+	}
+	var sent []int
+	var errs []error
+	for _, m := range p.job().members() {
+		catches, err := CatchesSignal(m.pid, sig)
+		if err != nil {
+			if !errors.Is(err, os.ErrProcessDone) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !catches {
+			continue
+		}
+		// A process that exits and whose pid is reused between the two
+		// reads fails signalSame's start-time check and is not hit.
+		ok, err := signalSame(m.pid, m.start, sig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signal job process %d: %w", m.pid, err))
+			continue
+		}
+		if ok {
+			sent = append(sent, m.pid)
+		}
+	}
+	sort.Ints(sent)
+	if len(sent) == 0 {
+		select {
+		case <-p.exited:
+			return nil, os.ErrProcessDone
+		default:
+		}
+	}
+	return sent, errors.Join(errs...)
+}
