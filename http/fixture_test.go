@@ -71,6 +71,11 @@ func fixtureStatus() gpuwarden.AgentStatus {
 		Notices: []gpuwarden.Notice{
 			{Provider: "gcp", Kind: gpuwarden.NoticeMaintenance, At: fixtureNow.Add(2 * time.Hour), Detail: "MIGRATE_ON_HOST_MAINTENANCE", ID: "gcp-maint-1"},
 		},
+		Jobs: []gpuwarden.SupervisedJob{{ID: "run-4242", State: "running", Seen: fixtureNow,
+			Sync: &gpuwarden.SyncReport{Target: "s3://ckpts/job", Uploaded: 6, Failed: 1, NewestCommitted: "000007-step-000140",
+				NewestDurable: &gpuwarden.DurableCheckpoint{Name: "000006-step-000120", Step: 120, Committed: fixtureNow.Add(-12 * time.Minute),
+					URL: "s3://ckpts/job/000006-step-000120"},
+				Failures: []gpuwarden.SyncFailure{{Checkpoint: "000007-step-000140", Error: "503 Service Unavailable"}}}}},
 		IdleSecondsTotal: 4321.5,
 	}
 }
