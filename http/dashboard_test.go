@@ -47,7 +47,7 @@ func TestDashboardRendersTheFixture(t *testing.T) {
 		"Last durable checkpoint",      // the supervised jobs
 		"last durable checkpoint: step 120, 12m0s old, s3://ckpts/job/000006-step-000120",
 		"NOT DURABLE: the newest committed, 000007-step-000140, is only on this box",
-		"<svg", "<polyline",            // charts
+		"<svg", "<polyline", // charts
 		"GPU 0 H200", "GPU 1 H200", // chart legend
 	} {
 		if !strings.Contains(page, want) {
