@@ -26,6 +26,10 @@ const (
 	EFinding ErrorCode = "finding"
 	// EEnvironment is a missing driver, GPU or tool on this machine (exit 3).
 	EEnvironment ErrorCode = "environment"
+	// EUnavailable is a store that cannot take writes now: a full disk, a
+	// read-only or vanished database, a lost connection (HTTP 503 with
+	// Retry-After, exit 3). Retrying later may succeed; nothing was written.
+	EUnavailable ErrorCode = "unavailable"
 	// EInternal is a bug or an unexpected failure (exit 4).
 	EInternal ErrorCode = "internal"
 )

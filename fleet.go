@@ -52,6 +52,21 @@ type Token struct {
 	Hash    []byte    `json:"-"`
 }
 
+// Session is a browser's sign-in: the dashboard's cookie holds a random
+// session ID that stands for a token, so that the token itself never sits
+// in a browser and a signed-in browser can be signed out server-side. The
+// ledger keeps only the ID's SHA-256 (the ID has at least 128 random bits,
+// so a slow hash would add nothing), so that a copy of the ledger signs no
+// one in; keeping it in the ledger lets replicas share sessions.
+type Session struct {
+	// IDHash is the SHA-256 of the session ID; it is the key.
+	IDHash  []byte    `json:"-"`
+	TokenID string    `json:"token_id"`
+	Created time.Time `json:"created"`
+	// Expires is absolute: using a session does not extend it.
+	Expires time.Time `json:"expires"`
+}
+
 // NodeLabels are what a box says about itself when it registers: who owns
 // it, where it runs and what it costs.
 type NodeLabels struct {
@@ -63,6 +78,9 @@ type NodeLabels struct {
 	HourlyPrice Micros   `json:"hourly_price"`
 	Currency    Currency `json:"currency,omitempty"`
 	Spot        bool     `json:"spot,omitempty"`
+	// Simulated marks a box whose GPUs are gpusim's (`up --simulate`): the
+	// dashboards badge it, and its figures are not a real box's.
+	Simulated bool `json:"simulated,omitempty"`
 	// TTLSeconds is how long the box is meant to live after it first
 	// registered; zero means no limit.
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
@@ -89,6 +107,23 @@ type Node struct {
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	// Live is the last heartbeat as sent.
 	Live Heartbeat `json:"live"`
+	// InstanceID and BootID say which machine, and which boot of it, sent
+	// the registration, because a node ID alone cannot: two agents given
+	// the same --node-id, or two boxes cloned from one image, would
+	// otherwise become one node whose labels the last one wrote. InstanceID
+	// is the cloud's instance ID when the agent knows it, else a hash of the
+	// host name, /etc/machine-id and the agent's data dir; BootID is the
+	// kernel's boot ID, which a reboot changes. Both are optional: an agent
+	// that sends no InstanceID (an older one) is not compared.
+	InstanceID string `json:"instance_id,omitempty"`
+	BootID     string `json:"boot_id,omitempty"`
+	// LiveSince is set by the server on a registration, never stored or
+	// sent: a stored node heard from (heartbeat, else registration) at or
+	// after it, that did not say it stopped and whose token is not revoked,
+	// is live, and RegisterNode refuses its ID to another instance. The
+	// server sets it to now minus its LostAfter; the zero time makes every
+	// such node live.
+	LiveSince time.Time `json:"-"`
 }
 
 // Heartbeat is an agent's "still here", with what it sees now. Heartbeats
@@ -166,6 +201,11 @@ type Fleet interface {
 
 	// CreateToken stores a token record; the ID must be new (EConflict).
 	CreateToken(ctx context.Context, t Token) error
+	// CreateFirstToken stores t only if the ledger holds no token at all,
+	// revoked or not, and reports whether it did; the check and the insert
+	// are one atomic step, so that servers starting together on one
+	// database create exactly one bootstrap admin token between them.
+	CreateFirstToken(ctx context.Context, t Token) (bool, error)
 	// Token returns a token by ID (ENotFound), revoked or not.
 	Token(ctx context.Context, id string) (Token, error)
 	// Tokens lists a project's tokens, or every token for AllProjects.
@@ -174,11 +214,25 @@ type Fleet interface {
 	// twice keeps the first time.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
 
-	// RegisterNode inserts a node or updates its hostname, labels, GPUs and
-	// version, keeping Registered; it returns the stored node. It refuses
-	// (EConflict) a node of another project, and a node registered by
-	// another token unless that token is revoked, in which case the node
-	// passes to the new one.
+	// CreateSession stores a new session; its IDHash must be new
+	// (EConflict), and it needs a token ID and both times (EInvalid).
+	CreateSession(ctx context.Context, s Session) error
+	// Session returns a session by the SHA-256 of its ID (ENotFound),
+	// expired or not, and whether or not its token is still valid: the
+	// caller checks both, with its own clock and token cache.
+	Session(ctx context.Context, idHash []byte) (Session, error)
+	// DeleteSession removes a session, at sign-out; an unknown one is no
+	// error, so that signing out twice does no harm. Retain also deletes
+	// the sessions that expired and those of revoked tokens.
+	DeleteSession(ctx context.Context, idHash []byte) error
+
+	// RegisterNode inserts a node or updates its hostname, labels, GPUs,
+	// version and identity, keeping Registered; it returns the stored node.
+	// It refuses (EConflict) a node of another project; a node registered
+	// by another token unless that token is revoked, in which case the node
+	// passes to the new one; and a node that is live (see Node.LiveSince)
+	// under another InstanceID, whose hint names `gpuwarden up --node-id`.
+	// The same instance with a new BootID is a reboot and re-registers.
 	RegisterNode(ctx context.Context, n Node) (Node, error)
 	// RecordHeartbeats stores heartbeats of registered nodes in one
 	// transaction, setting LastSeen to at; unknown nodes are skipped.
@@ -199,6 +253,10 @@ type Fleet interface {
 	// 35 days (longer than an agent keeps them, so a replay cannot count
 	// twice), hours and events after 400 days.
 	Retain(ctx context.Context, now time.Time) error
+	// Ready writes to the ledger and commits, so that readiness fails while
+	// writes fail (a full disk, a read-only or lost database: EUnavailable)
+	// even when reads still answer.
+	Ready(ctx context.Context) error
 	Close() error
 }
 

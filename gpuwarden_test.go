@@ -3,6 +3,7 @@ package gpuwarden
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestParseMicros(t *testing.T) {
@@ -190,6 +191,28 @@ func TestCentsJSONRoundTrip(t *testing.T) {
 		var back Cents
 		if err := back.UnmarshalJSON(b); err != nil || back != c {
 			t.Errorf("%d → %s → %d, %v", c, b, back, err)
+		}
+	}
+}
+
+func TestMonthForecast(t *testing.T) {
+	tests := []struct {
+		name  string
+		spent Cents
+		burn  Micros
+		now   time.Time
+		want  Cents
+	}{
+		// From Nov 4 00:00, 27 days = 648 h are left of November.
+		{"a box at 100/h from the 4th", 0, 100 * MicrosPerUnit, time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC), 64_800_00},
+		{"spent stays, nothing runs", 30_00, 0, time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC), 30_00},
+		{"the last minute of the month", 5_00, 60 * MicrosPerUnit, time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC), 6_00},
+		{"a zone other than UTC reads the UTC month", 0, MicrosPerUnit,
+			time.Date(2026, 12, 1, 0, 30, 0, 0, time.FixedZone("CET", 3600)), 50}, // 23:30 UTC on Nov 30: half an hour left
+	}
+	for _, tt := range tests {
+		if got := MonthForecast(tt.spent, tt.burn, tt.now); got != tt.want {
+			t.Errorf("%s: MonthForecast = %s, want %s", tt.name, got.Decimal(), tt.want.Decimal())
 		}
 	}
 }

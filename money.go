@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Micros is a decimal with six fractional digits stored exactly as an integer
@@ -234,4 +235,22 @@ func abs64(v int64) uint64 {
 		return uint64(-v)
 	}
 	return uint64(v)
+}
+
+// MonthForecast is the one forecast of a month's spend, used by the agent,
+// the fleet server, /metrics, reports and both dashboards: what was spent so
+// far in the UTC month of now, plus the current burn (the hourly rate of
+// what runs now) over the hours left in that month. It assumes what runs
+// keeps running and nothing else starts, which is what a budget alert must
+// warn about; it never extrapolates past spend, which would read a box
+// started yesterday as cheap.
+func MonthForecast(spent Cents, burnPerHour Micros, now time.Time) Cents {
+	return spent + MulCents(burnPerHour, MicrosFromFloat(MonthHoursLeft(now)))
+}
+
+// MonthHoursLeft is the time from now to the end of its UTC month, in hours.
+func MonthHoursLeft(now time.Time) float64 {
+	u := now.UTC()
+	end := time.Date(u.Year(), u.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, 1, 0)
+	return end.Sub(u).Hours()
 }

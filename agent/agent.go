@@ -63,6 +63,8 @@ type Agent struct {
 	vetoes   vetoCache
 	lastTick time.Time
 	started  time.Time
+	// simulated survives start, which builds the status afresh.
+	simulated bool
 }
 
 // New builds an agent; gpus may be nil (the CPU path) and notify may be nil.
@@ -121,7 +123,10 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) start(ctx context.Context) error {
 	now := a.Now()
 	a.started = now
-	st := gpuwarden.AgentStatus{Node: a.cfg.Node, Started: now, CPUOnly: a.gpus == nil, GPUs: []gpuwarden.GPU{},
+	a.mu.Lock()
+	simulated := a.simulated
+	a.mu.Unlock()
+	st := gpuwarden.AgentStatus{Node: a.cfg.Node, Started: now, Simulated: simulated, CPUOnly: a.gpus == nil, GPUs: []gpuwarden.GPU{},
 		Events: []gpuwarden.Event{}, Notices: []gpuwarden.Notice{}}
 	if a.gpus != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -274,12 +279,17 @@ func (a *Agent) Status() gpuwarden.AgentStatus {
 	return st
 }
 
-// SetSimulated marks the status as coming from simulated GPUs.
+// SetSimulated marks the status as coming from simulated GPUs; call it
+// before Run, and it holds for the agent's life.
 func (a *Agent) SetSimulated(sim bool) {
 	a.mu.Lock()
-	a.status.Simulated = sim
+	a.simulated, a.status.Simulated = sim, sim
 	a.mu.Unlock()
 }
+
+// Config returns the configuration in force, defaults filled in, so that a
+// log line says the idle window the agent applies, not the flag's zero.
+func (a *Agent) Config() Config { return a.cfg }
 
 // alert records an event and, when it is new, logs it and sends it. The
 // ledger's key check is what makes an alert happen once, across restarts.

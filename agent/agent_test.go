@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/gpusim"
+	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 )
 
@@ -238,14 +239,6 @@ func TestBudgetAlertsOncePerMonthAcrossRestarts(t *testing.T) {
 	}
 }
 
-func TestForecast(t *testing.T) {
-	// 3 days into a 30-day month with 30.00 spent: 300.00 by the end.
-	now := time.Date(2026, 11, 4, 0, 0, 0, 0, time.UTC)
-	if got := forecast(30*gpuwarden.MicrosPerUnit, now); got != 300_00 {
-		t.Errorf("forecast = %s, want 300.00", got.Decimal())
-	}
-}
-
 func TestDiagnose(t *testing.T) {
 	mk := func(util, memPct, cpu, iowait float64, cores []float64) []gpuwarden.NodeSample {
 		var w []gpuwarden.NodeSample
@@ -460,5 +453,45 @@ func TestNoticeUpdatesAndCancellation(t *testing.T) {
 	}
 	if got := h.events(); len(got) != 2 {
 		t.Errorf("events %v, want the reboot alert and its cancellation", got)
+	}
+}
+
+// TestOneForecastForOneBox feeds one box to the agent and to the fleet's
+// spend report: a box at $100/h that ran 90 minutes must forecast the same
+// month on both, to the cent (the hostile test found 32.69 and 71,808.01).
+func TestOneForecastForOneBox(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	rate := gpuwarden.Micros(100 * gpuwarden.MicrosPerUnit)
+	cfg := Config{Idle: IdleConfig{Off: true}, Budget: BudgetConfig{Currency: "USD", HourlyRate: rate}}
+	a := h.agent("1xH100,load=90", cfg, gpuwarden.HostSample{})
+	start := h.clock.now()
+	for range 91 { // 90 minutes
+		a.Tick(ctx)
+		h.clock.add(time.Minute)
+	}
+	now := h.clock.now().Add(-time.Minute) // the last tick
+	agentSide := a.Status().Budget
+	if agentSide.Spent != 150_00 {
+		t.Fatalf("agent spent %s in 90 minutes at $100/h, want 150.00", agentSide.Spent.Decimal())
+	}
+	node := gpuwarden.Node{ID: "box", Project: "ml", Labels: gpuwarden.NodeLabels{HourlyPrice: rate, Currency: "USD"},
+		LastSeen: now, Live: gpuwarden.Heartbeat{Node: "box", Time: now, State: gpuwarden.NodeRunning}}
+	var hours []gpuwarden.NodeHour
+	for m := start; m.Before(now); m = m.Add(time.Hour) {
+		mins := min(60, int(now.Sub(m).Minutes()))
+		hours = append(hours, gpuwarden.NodeHour{Node: "box", Hour: m, Minutes: mins, Currency: "USD",
+			Cost: rate.Mul(gpuwarden.MicrosFromFloat(float64(mins) / 60))})
+	}
+	serverSide, err := report.Spend(report.Input{Now: now, Nodes: []gpuwarden.Node{node}, Hours: hours,
+		Projects: []gpuwarden.Project{{Name: "ml", Currency: "USD"}}}, report.ByProject, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(serverSide.Rows) != 1 || serverSide.Rows[0].Spent != agentSide.Spent || serverSide.Rows[0].Forecast != agentSide.Forecast {
+		t.Errorf("agent: spent %s forecast %s; server: %+v; want one forecast", agentSide.Spent.Decimal(), agentSide.Forecast.Decimal(), serverSide.Rows)
+	}
+	if want := gpuwarden.MonthForecast(150_00, rate, now); agentSide.Forecast != want {
+		t.Errorf("forecast %s, want %s", agentSide.Forecast.Decimal(), want.Decimal())
 	}
 }

@@ -72,7 +72,8 @@ func (a *Agent) budgetPolicy(ctx context.Context, now time.Time) gpuwarden.Budge
 	}
 	st := gpuwarden.BudgetState{Month: m.month, Currency: cfg.Currency, Limit: cfg.Limit,
 		Spent: gpuwarden.CentsOf(m.spent), HourlyRate: cfg.HourlyRate}
-	st.Forecast = forecast(m.spent, now)
+	// The box runs as long as its agent does: the burn is its rate.
+	st.Forecast = gpuwarden.MonthForecast(st.Spent, cfg.HourlyRate, now)
 	if cfg.Limit <= 0 {
 		return st
 	}
@@ -101,16 +102,4 @@ func (a *Agent) budgetPolicy(ctx context.Context, now time.Time) gpuwarden.Budge
 		}
 	}
 	return st
-}
-
-// forecast extends the month's burn so far linearly to the month's end.
-func forecast(spent gpuwarden.Micros, now time.Time) gpuwarden.Cents {
-	u := now.UTC()
-	start := time.Date(u.Year(), u.Month(), 1, 0, 0, 0, 0, time.UTC)
-	end := start.AddDate(0, 1, 0)
-	elapsed := u.Sub(start)
-	if elapsed < time.Minute {
-		return gpuwarden.CentsOf(spent)
-	}
-	return gpuwarden.CentsOf(gpuwarden.MicrosFromFloat(spent.Float() * end.Sub(start).Seconds() / elapsed.Seconds()))
 }

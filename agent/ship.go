@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +79,17 @@ func (s *Shipper) Run(ctx context.Context) {
 		if err := s.step(ctx, now, &nextBeat, &nextShip); err != nil {
 			s.failures++
 			wait = backoff(s.failures, rand.Float64())
-			s.Log.Warn("report to the fleet server", "err", err, "retry_in", wait)
+			// A conflict will not pass by itself soon (another box holds
+			// the node ID, or another token): an error, with what to do.
+			level := slog.LevelWarn
+			if gpuwarden.ErrorCodeOf(err) == gpuwarden.EConflict {
+				level = slog.LevelError
+			}
+			attrs := []any{"err", err, "retry_in", wait}
+			if h := gpuwarden.ErrorHint(err); h != "" {
+				attrs = append(attrs, "hint", h)
+			}
+			s.Log.Log(ctx, level, "report to the fleet server", attrs...)
 		} else {
 			s.failures = 0
 			wait = min(nextBeat.Sub(now), nextShip.Sub(now))
@@ -381,6 +394,42 @@ func finishMinute(m *gpuwarden.NodeMinute) {
 }
 
 func clampPercent(v float64) float64 { return min(100, max(0, v)) }
+
+// Where NodeIdentity reads the machine's identity.
+var (
+	bootIDPath     = "/proc/sys/kernel/random/boot_id"
+	machineIDPaths = []string{"/etc/machine-id", "/var/lib/dbus/machine-id"}
+)
+
+// NodeIdentity returns what a registration says about the machine besides
+// its node ID, so that the server can tell two boxes sending one ID apart
+// (see gpuwarden.Node.InstanceID). instance is instanceID when the caller
+// knows the cloud's; else "host-" and a hash of the host name, the
+// machine-id (hashed, as systemd asks of anything that sends it off the
+// box) and the agent's data dir, which also tells two agents on one host
+// apart: each has its own ledger there. boot is the kernel's boot ID, ""
+// where there is none.
+func NodeIdentity(host, dataDir, instanceID string) (instance, boot string) {
+	return nodeIdentity(host, dataDir, instanceID, os.ReadFile)
+}
+
+func nodeIdentity(host, dataDir, instanceID string, read func(string) ([]byte, error)) (instance, boot string) {
+	if b, err := read(bootIDPath); err == nil {
+		boot = strings.TrimSpace(string(b))
+	}
+	if instanceID = strings.TrimSpace(instanceID); instanceID != "" {
+		return instanceID, boot
+	}
+	machine := ""
+	for _, p := range machineIDPaths {
+		if b, err := read(p); err == nil && strings.TrimSpace(string(b)) != "" {
+			machine = strings.TrimSpace(string(b))
+			break
+		}
+	}
+	sum := sha256.Sum256([]byte("gpuwarden instance\x00" + host + "\x00" + machine + "\x00" + dataDir))
+	return "host-" + hex.EncodeToString(sum[:8]), boot
+}
 
 // backoff is the wait after failures failed rounds: doubling from a second
 // to a minute, then drawn from its upper half with r in [0, 1), so that a

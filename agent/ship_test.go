@@ -321,3 +321,88 @@ func TestShipperRunBacksOffWhenRefused(t *testing.T) {
 		t.Errorf("%d register calls in 1.2s, want 1 to 3 (a backoff, not a loop)", u.registers)
 	}
 }
+
+func TestNodeIdentity(t *testing.T) {
+	files := func(m map[string]string) func(string) ([]byte, error) {
+		return func(p string) ([]byte, error) {
+			if v, ok := m[p]; ok {
+				return []byte(v), nil
+			}
+			return nil, fmt.Errorf("open %s: no such file", p)
+		}
+	}
+	box := map[string]string{bootIDPath: "b0d1\n", "/etc/machine-id": "m1\n"}
+	rebooted := map[string]string{bootIDPath: "b0d2\n", "/etc/machine-id": "m1\n"}
+	dbusOnly := map[string]string{"/etc/machine-id": "\n", "/var/lib/dbus/machine-id": "m1\n"}
+	other := map[string]string{bootIDPath: "b0d1\n", "/etc/machine-id": "m2\n"}
+	base, _ := nodeIdentity("a", "/data", "", files(box))
+	tests := []struct {
+		name, host, dataDir, cloud string
+		files                      map[string]string
+		same                       bool // the same instance as host a, machine m1, /data
+		wantBoot                   string
+	}{
+		{"after a reboot", "a", "/data", "", rebooted, true, "b0d2"},
+		{"machine-id from dbus when /etc's is empty", "a", "/data", "", dbusOnly, true, ""},
+		{"a clone under another host name", "b", "/data", "", box, false, "b0d1"},
+		{"another machine-id", "a", "/data", "", other, false, "b0d1"},
+		{"a second agent on the host", "a", "/data2", "", box, false, "b0d1"},
+		{"no machine-id", "a", "/data", "", nil, false, ""},
+	}
+	for _, tt := range tests {
+		inst, boot := nodeIdentity(tt.host, tt.dataDir, tt.cloud, files(tt.files))
+		if got := inst == base; got != tt.same {
+			t.Errorf("%s: instance %q, same as the box's %q: %v, want %v", tt.name, inst, base, got, tt.same)
+		}
+		if boot != tt.wantBoot {
+			t.Errorf("%s: boot %q, want %q", tt.name, boot, tt.wantBoot)
+		}
+		if !strings.HasPrefix(inst, "host-") || strings.Contains(inst, "m1") {
+			t.Errorf("%s: instance %q, want host- and a hash, never the raw machine-id", tt.name, inst)
+		}
+	}
+	// The cloud's instance ID, when known, is the identity itself.
+	if inst, boot := nodeIdentity("a", "/data", " i-0abc ", files(box)); inst != "i-0abc" || boot != "b0d1" {
+		t.Errorf("with a cloud instance ID: %q %q, want i-0abc b0d1", inst, boot)
+	}
+}
+
+// TestShipperLogsAConflictAsAnError checks that an agent whose node ID
+// another box holds says so at error level, with the server's hint, and
+// keeps retrying at the backoff: the ID may be free once the other is lost.
+func TestShipperLogsAConflictAsAnError(t *testing.T) {
+	h := newHarness(t)
+	u := &fakeUplink{register: gpuwarden.Errorf(gpuwarden.EConflict, "register node box-1: another box holds this node ID").
+		WithHint("start this one with `gpuwarden up --node-id ID`")}
+	s := h.shipper(u)
+	s.Now = time.Now
+	var buf shipLog
+	s.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	s.Run(ctx)
+	got := buf.String()
+	for _, want := range []string{"level=ERROR", "another box holds this node ID", "hint=", "--node-id"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// shipLog is a log sink the shipper's goroutine and the test share.
+type shipLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *shipLog) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *shipLog) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

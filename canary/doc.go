@@ -2,7 +2,9 @@
 // every new box in about a second: `gpuwarden lock` calls Collect and
 // NewLock and writes gpuwarden.lock with WriteLock; `gpuwarden canary` calls
 // Collect again, reads the lock with ReadLock and compares the two with
-// gpuwarden.Lock.Diff.
+// Compare, which sorts every locked field into compared, ignored (its rule
+// is ignore) or skipped (the run did not probe it, and why), so that a
+// verdict never counts a field it did not check.
 //
 // The stack is a flat set of facts (gpuwarden.Facts) rather than a typed
 // snapshot, so that the lock file diffs line by line, a user can relax one

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,10 @@ func FuzzReadLock(f *testing.F) {
 		"version: 1\ncreated: 2026-11-29T10:00:00.5+02:00\nhost: |\n  multi\n  line\nfields: {}\n",
 		"version: 1\nfields:\n  ? a\n  : {value: \"1\", match: exact}\n",
 		"version: 1\nfields: {<<: {a: 1}}\n",
+		// The hostile locks that made canary run out of memory, at full
+		// size; testdata/fuzz/FuzzReadLock keeps small ones.
+		strings.Repeat("[", 100_000), strings.Repeat("[", 20_000),
+		"version: 1\nfields:\n  a: " + strings.Repeat("{value: ", 20_000),
 	} {
 		f.Add([]byte(doc))
 	}

@@ -20,15 +20,22 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
+	"github.com/gpuwarden/gpuwarden/internal/yamlread"
 )
 
 // LockVersion is the lock format this package writes and reads; ReadLock
 // refuses any other rather than guess at fields it does not know.
 const LockVersion = 1
 
-// MaxLockSize is the largest lock file ReadLock accepts; a lock lists a few
-// dozen facts, so anything bigger is the wrong file.
-const MaxLockSize = 1 << 20
+// MaxLockSize is the largest lock file ReadLock accepts, 256 KiB; a lock
+// lists a few dozen facts in a few KiB, so anything bigger is the wrong file.
+// The cap also bounds what reading a hostile file costs; yamlread holds the
+// limits on nesting and size that every YAML file gpuwarden reads shares.
+const MaxLockSize = 256 << 10
+
+// lockFile is how yamlread reads a lock: its limits and their words.
+var lockFile = yamlread.File{Kind: "lock file", MaxBytes: MaxLockSize,
+	SizeHint: "a lock lists a few dozen facts; check that this is the right file"}
 
 // lockHeader tells a reviewer what the file is and how to change a check
 // without reading the code.
@@ -161,22 +168,21 @@ const relockHint = "record a new lock with: gpuwarden lock"
 // ReadLock decodes a lock file's contents. It is strict, because a lock
 // that silently checks less than its author meant is worse than none:
 // unknown keys, values that are not text, unknown rules and versions other
-// than 1 are errors. Every error is an EInvalid *gpuwarden.Error whose
-// message reads NAME:LINE:COL: FIELD: what is wrong; name is used only in
-// messages (usually the path).
+// than 1 are errors, and so is a file over MaxLockSize or past yamlread's
+// limits on nesting (which the YAML library would otherwise take gigabytes
+// to parse). Every error is an EInvalid *gpuwarden.Error whose message reads
+// NAME:LINE:COL: FIELD: what is wrong; name is used only in messages
+// (usually the path).
 func ReadLock(name string, data []byte) (*gpuwarden.Lock, error) {
-	if len(data) > MaxLockSize {
-		return nil, (&yamlerr.FieldError{At: yamlerr.Pos{Line: 1, Col: 1}, Msg: fmt.Sprintf("lock file is larger than %d KiB", MaxLockSize>>10),
-			Hint: "a lock lists a few dozen facts; check that this is the right file"}).ToError(name)
-	}
-	// Editors on Windows save a byte-order mark the parser would read as
-	// part of the first key.
-	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	// Duplicate keys are let through the parser and caught by the reader,
 	// which knows the field's path and both positions.
-	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	file, err := lockFile.Parse(data, parser.AllowDuplicateMapKey())
 	if err != nil {
-		return nil, syntaxError(err).ToError(name)
+		var fe *yamlerr.FieldError
+		if !errors.As(err, &fe) {
+			fe = syntaxError(err)
+		}
+		return nil, fe.ToError(name)
 	}
 	body, fe := documentBody(file)
 	if fe == nil {

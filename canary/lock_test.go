@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +168,50 @@ func TestReadLockAccepts(t *testing.T) {
 	}
 }
 
+// TestReadLockHostile holds ReadLock to the nesting limits: 100,000 nested
+// "[" made canary run out of memory and exit 2 as a fault, and depth 20,000
+// took 680 MB. Each must be an EInvalid error at FILE:LINE:COL within a
+// loose memory bound.
+func TestReadLockHostile(t *testing.T) {
+	const head = "version: 1\nfields:\n"
+	var wide strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&wide, "  f%d: {value: \"1\", match: exact}\n", i)
+	}
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"depth 100000", strings.Repeat("[", 100_000), "gpuwarden.lock:1:65: lock file nests deeper than 64 levels"},
+		{"depth 20000", strings.Repeat("[", 20_000), "gpuwarden.lock:1:65: lock file nests deeper than 64 levels"},
+		{"depth 20000 in a fact", head + "  a: " + strings.Repeat("{value: ", 20_000),
+			"gpuwarden.lock:3:502: lock file nests deeper than 64 levels"},
+		{"dashes", strings.Repeat("- ", 100_000), "gpuwarden.lock:1:129: lock file nests deeper than 64 levels"},
+		{"wide fields", head + wide.String(), "gpuwarden.lock:259:3: a mapping holds more than 256 keys"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := ReadLock("gpuwarden.lock", []byte(tt.doc))
+			runtime.ReadMemStats(&after)
+			var e *gpuwarden.Error
+			if !errors.As(err, &e) || e.Code != gpuwarden.EInvalid {
+				t.Fatalf("err = %v, want an EInvalid *gpuwarden.Error", err)
+			}
+			if e.Message != tt.want {
+				t.Errorf("Message = %q, want %q", e.Message, tt.want)
+			}
+			if e.Hint == "" {
+				t.Error("no hint")
+			}
+			if used := after.TotalAlloc - before.TotalAlloc; used > 100<<20 {
+				t.Errorf("allocated %d MB reading it, want under 100 MB", used>>20)
+			}
+		})
+	}
+}
+
 func TestReadLockErrors(t *testing.T) {
 	const head = "version: 1\ncreated: 2026-11-29T10:00:00Z\nfields:\n"
 	tests := []struct {
@@ -248,7 +294,7 @@ func TestReadLockErrors(t *testing.T) {
 		{"tab indent", "version: 1\nfields:\n\tgpu.model: {value: \"x\", match: exact}\n",
 			"gpuwarden.lock:3:1: syntax error: found character '\\t' that cannot start any token", "indent with spaces"},
 		{"too large", "# " + strings.Repeat("x", MaxLockSize) + "\n",
-			"gpuwarden.lock:1:1: lock file is larger than 1024 KiB", "check that this is the right file"},
+			"gpuwarden.lock:1:1: lock file is larger than 256 KiB", "check that this is the right file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,5 +7,10 @@
 // Every offer keeps its source and as_of, so that a figure can be checked
 // and a stale one flagged (Stale). Importers are strict about what they read
 // (the first bad cell stops the import with NAME:LINE:COL) and lenient about
-// what they skip (CPU rows, TPUs), which they report as warnings.
+// what they skip (CPU rows, TPUs), which they report as warnings; a message
+// quotes at most 80 characters of any cell or header.
+//
+// KnownNames tells a typo in a GPU, provider or region name ("H1OO") from a
+// name that is right but matches no offer, from the built-in tables and the
+// offers a catalog holds.
 package catalog

@@ -122,7 +122,7 @@ func openPlain(name string, raw []byte) (*table, error) {
 
 // sideTableErr reports a bad cell of an embedded table.
 func sideTableErr(file string, row map[string]string, col, why string) error {
-	return embeddedErr(fmt.Errorf("%s:%s: column %s: %q %s", file, row["@line"], col, row[col], why))
+	return embeddedErr(fmt.Errorf("%s:%s: column %s: %s %s", file, row["@line"], col, quoted(row[col]), why))
 }
 
 // parseEgress reads egress.csv. A source of "same" repeats the one of the

@@ -70,7 +70,7 @@ func readGpuhunt(t *table, provider string) ([]gpuwarden.Offer, []string, error)
 		spot := false
 		if s := t.cell(cSpot); s != "" {
 			if spot, err = strconv.ParseBool(s); err != nil {
-				return nil, nil, t.cellErr(cSpot, "%q is neither true nor false", s)
+				return nil, nil, t.cellErr(cSpot, "%s is neither true nor false", quoted(s))
 			}
 		}
 		price, err := t.price(cPrice, false)

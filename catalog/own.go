@@ -2,14 +2,34 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
 )
 
 // readOwn reads gpuwarden's own prices.csv layout, the format of the embedded
-// snapshot. Prices are exact decimals: a curated file has no excuse for binary
-// float tails, so more than six decimals is an error, not a rounding.
+// snapshot and of `gpuwarden offers -o csv`. Columns come in any order and
+// case, and every row has one field per column: a comma inside a field must
+// be quoted.
+//
+// Required columns, each with a value on every row except vram_gb_per_gpu:
+// provider, region, gpu, gpu_count, currency, vram_gb_per_gpu, and at least
+// one of on_demand_hourly, spot_hourly and monthly (a row fills one or
+// more). vram_gb_per_gpu may be left empty only for a GPU model whose name
+// pins its memory (T4, L4, H100-NVL): a name several sizes share (A100 40
+// or 80 GB, H100 80 or 94 GB) is an error rather than a guess, and an
+// unknown model without it is kept with a warning, since no workload fits
+// it.
+//
+// Optional columns, empty when absent: country (else the region table's,
+// with a warning when it does not know the region), instance, vcpus, ram_gb,
+// as_of (without it the price is undated, with a warning) and source (the
+// file name when empty). Other columns are ignored.
+//
+// Prices are exact decimals: a curated file has no excuse for binary float
+// tails, so more than six decimals is an error, not a rounding.
 func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 	var (
 		cProvider = t.col("provider")
@@ -54,19 +74,23 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 			return nil, nil, err
 		}
 		if o.GPUCount == 0 {
-			return nil, nil, t.cellErr(cCount, "%q: a GPU offer needs at least part of one GPU", t.cell(cCount))
+			return nil, nil, t.cellErr(cCount, "%s: a GPU offer needs at least part of one GPU", quoted(t.cell(cCount)))
 		}
 		if o.VRAMGBPerGPU, err = t.number(cVRAM); err != nil {
 			return nil, nil, err
 		}
 		name, sizes := canonicalGPU(t.cell(cGPU), o.VRAMGBPerGPU)
 		o.GPU = name
-		if o.VRAMGBPerGPU == 0 {
-			if len(sizes) > 0 {
-				o.VRAMGBPerGPU = specVRAM(name, sizes)
-			} else {
-				noVRAM.add(t.line())
-			}
+		switch {
+		case t.cell(cVRAM) != "" && o.VRAMGBPerGPU == 0:
+			return nil, nil, t.cellErr(cVRAM, "%s: a GPU has more than 0 GB of memory", quoted(t.cell(cVRAM)))
+		case o.VRAMGBPerGPU > 0:
+		case len(sizes) == 1:
+			o.VRAMGBPerGPU = specVRAM(name, sizes) // the name says how much
+		case len(sizes) > 1:
+			return nil, nil, t.cellErr(cVRAM, "a value is required: %s comes with %s GB", quoted(t.cell(cGPU)), orList(sizes))
+		default:
+			noVRAM.add(t.line())
 		}
 		if o.VCPUs, err = t.integer(cVCPUs); err != nil {
 			return nil, nil, err
@@ -76,7 +100,7 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		}
 		cur := strings.ToUpper(t.cell(cCurrency))
 		if !isCurrencyCode(cur) {
-			return nil, nil, t.cellErr(cCurrency, "%q is not a three-letter ISO 4217 code such as USD", t.cell(cCurrency))
+			return nil, nil, t.cellErr(cCurrency, "%s is not a three-letter ISO 4217 code such as USD", quoted(t.cell(cCurrency)))
 		}
 		o.Currency = gpuwarden.Currency(cur)
 		if o.OnDemandHourly, err = t.price(cOnDemand, true); err != nil {
@@ -89,14 +113,12 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 			return nil, nil, err
 		}
 		if o.OnDemandHourly == 0 && o.SpotHourly == 0 && o.Monthly == 0 {
-			if priceCol < 0 {
-				return nil, nil, invalid(formats[formatOwn].hint, "%s:%d:1: row has no price: the file needs an on_demand_hourly, spot_hourly or monthly column", t.name, t.line())
-			}
+			// openTable makes sure the file has one of the price columns.
 			return nil, nil, t.cellErr(priceCol, "row has no price: fill on_demand_hourly, spot_hourly or monthly")
 		}
 		o.Country = strings.ToUpper(t.cell(cCountry))
 		if o.Country != "" && !isCountryCode(o.Country) {
-			return nil, nil, t.cellErr(cCountry, "%q is not a two-letter ISO 3166 code such as DE", t.cell(cCountry))
+			return nil, nil, t.cellErr(cCountry, "%s is not a two-letter ISO 3166 code such as DE", quoted(t.cell(cCountry)))
 		}
 		if o.Country == "" {
 			if o.Country = CountryOf(o.Provider, o.Region); o.Country == "" {
@@ -107,7 +129,7 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		if o.AsOf == "" {
 			undated.add(t.line())
 		} else if _, err := gpuwarden.ParseAsOf(o.AsOf); err != nil {
-			return nil, nil, t.cellErr(cAsOf, "%q is not a date written YYYY-MM or YYYY-MM-DD", o.AsOf)
+			return nil, nil, t.cellErr(cAsOf, "%s is not a date written YYYY-MM or YYYY-MM-DD", quoted(o.AsOf))
 		}
 		if o.Source = t.cell(cSource); o.Source == "" {
 			o.Source = t.name
@@ -125,6 +147,15 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		warns = append(warns, fmt.Sprintf("%s of GPU models gpuwarden does not know without vram_gb_per_gpu (%s): no workload fits them until it is filled", rows(noVRAM.n), noVRAM.where()))
 	}
 	return offers, warns, nil
+}
+
+// orList writes sizes as "40 or 80".
+func orList(sizes []float64) string {
+	parts := make([]string, len(sizes))
+	for i, v := range slices.Sorted(slices.Values(sizes)) {
+		parts[i] = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strings.Join(parts, " or ")
 }
 
 // firstCol returns the first column the file has, or -1.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -32,7 +33,7 @@ var formats = map[format]struct {
 	formatOwn: {
 		title:    "gpuwarden prices.csv",
 		hint:     "expected gpuwarden's prices.csv format: provider,region,country,instance,gpu,gpu_count,vram_gb_per_gpu,vcpus,ram_gb,currency,on_demand_hourly,spot_hourly,monthly,as_of,source (columns in any order)",
-		required: []string{"provider", "region", "gpu", "gpu_count", "currency"},
+		required: []string{"provider", "region", "gpu", "gpu_count", "vram_gb_per_gpu", "currency"},
 	},
 	formatSkyPilot: {
 		title:    "SkyPilot vms.csv",
@@ -121,13 +122,16 @@ func openTable(name string, r io.Reader) (*table, error) {
 	}
 	t.format = detectFormat(t.idx)
 	if t.format == 0 {
-		return nil, invalid(acceptedFormats, "%s:1: unrecognised header %q: expected %s", name, strings.Join(t.cols, ","), acceptedFormats)
+		return nil, invalid(acceptedFormats, "%s:1: unrecognised header %s: expected %s", name, quoted(strings.Join(t.cols, ",")), acceptedFormats)
 	}
 	f := formats[t.format]
 	for _, c := range f.required {
 		if t.col(c) < 0 {
 			return nil, invalid(f.hint, "%s:1: header has no column %s, which a %s needs", name, c, f.title)
 		}
+	}
+	if t.format == formatOwn && firstCol(t.col("on_demand_hourly"), t.col("spot_hourly"), t.col("monthly")) < 0 {
+		return nil, invalid(f.hint, "%s:1: header has no price column: a %s needs on_demand_hourly, spot_hourly or monthly", name, f.title)
 	}
 	return t, nil
 }
@@ -161,7 +165,7 @@ func readHeader(name string, r io.Reader, hint string) (*table, error) {
 			continue
 		}
 		if _, dup := t.idx[key]; dup {
-			return nil, invalid(hint, "%s:1:%d: column %s appears twice in the header", name, i+1, h)
+			return nil, invalid(hint, "%s:1:%d: column %s appears twice in the header", name, i+1, cut(h))
 		}
 		t.idx[key] = i
 	}
@@ -183,10 +187,6 @@ func detectFormat(idx map[string]int) format {
 	return 0
 }
 
-// freeText names the columns of our own tables that hold prose; when such a
-// column comes last it may contain unquoted commas.
-var freeText = map[string]bool{"source": true, "note": true, "measured_here": true}
-
 // col returns the column of a lower-case header name, or -1.
 func (t *table) col(key string) int {
 	if i, ok := t.idx[key]; ok {
@@ -195,7 +195,11 @@ func (t *table) col(key string) int {
 	return -1
 }
 
-// next reads the following row into t.rec; it reports false at the end.
+// next reads the following row into t.rec; it reports false at the end. A
+// row must have as many fields as the header: a comma left unquoted in a
+// text column (a source such as "1,50") would otherwise move every field
+// after it one column on, or, when it is the last column, be read as text
+// with half a price in it.
 func (t *table) next() (bool, error) {
 	rec, err := t.r.Read()
 	if err == io.EOF {
@@ -204,16 +208,13 @@ func (t *table) next() (bool, error) {
 	if err != nil {
 		return false, t.readErr(err, formats[t.format].hint)
 	}
-	if n := len(t.cols); len(rec) > n && n > 0 && freeText[strings.ToLower(t.cols[n-1])] {
-		// People write commas in a trailing free-text column without
-		// quoting it (the reference prices.csv does: "…6.2607 spot, times
-		// 8)"); the text is unambiguous, so it keeps its commas.
-		rec[n-1] = strings.Join(rec[n-1:], ",")
-		rec = rec[:n]
-	}
 	if len(rec) != len(t.cols) {
 		line, _ := t.r.FieldPos(0)
-		return false, invalid(formats[t.format].hint, "%s:%d:%d: row has %d fields, the header has %d",
+		hint := "quote a field that holds a comma (\"a, b\"), and give every row one field per column, empty ones too"
+		if h := formats[t.format].hint; h != "" {
+			hint += "; " + h
+		}
+		return false, invalid(hint, "%s:%d:%d: row has %d fields, the header has %d",
 			t.name, line, min(len(rec), len(t.cols))+1, len(rec), len(t.cols))
 	}
 	t.rec = rec
@@ -243,12 +244,40 @@ func (t *table) origin() string { return fmt.Sprintf("%s:%d", t.name, t.line()) 
 func (t *table) cellErr(i int, format string, args ...any) error {
 	line, _ := t.r.FieldPos(i)
 	msg := fmt.Sprintf(format, args...)
-	return invalid(formats[t.format].hint, "%s:%d:%d: column %s: %s", t.name, line, i+1, t.cols[i], msg)
+	return invalid(formats[t.format].hint, "%s:%d:%d: column %s: %s", t.name, line, i+1, cut(t.cols[i]), msg)
 }
 
 // badValue reports a cell whose value failed to parse for the given reason.
 func (t *table) badValue(i int, why error) error {
-	return t.cellErr(i, "%q %s", t.cell(i), why.Error())
+	return t.cellErr(i, "%s %s", quoted(t.cell(i)), why.Error())
+}
+
+// maxQuoted is how many characters of a cell or a header an error message
+// shows: enough to recognise the value, and a 50 MB line stays one line.
+const maxQuoted = 80
+
+// cut shortens s to maxQuoted characters, ending it with "…" when it was
+// longer, for messages that show input.
+func cut(s string) string {
+	n := 0
+	for i := range s {
+		if n == maxQuoted {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
+// quoted is s in Go quotes for a message, cut to maxQuoted characters (the
+// "…" inside the quotes).
+func quoted(s string) string {
+	c := cut(s)
+	if c == s {
+		return strconv.Quote(s)
+	}
+	q := strconv.Quote(strings.TrimSuffix(c, "…"))
+	return q[:len(q)-1] + `…"`
 }
 
 // readErr turns encoding/csv's errors into the same NAME:LINE:COL form.
@@ -314,7 +343,7 @@ func (t *table) integer(i int) (int, error) {
 		return 0, err
 	}
 	if f != float64(int(f)) || f > 1<<20 {
-		return 0, t.cellErr(i, "%q is not a whole number", t.cell(i))
+		return 0, t.cellErr(i, "%s is not a whole number", quoted(t.cell(i)))
 	}
 	return int(f), nil
 }

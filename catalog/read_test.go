@@ -317,42 +317,43 @@ func TestReadOffersOwnDetails(t *testing.T) {
 }
 
 func TestReadOffersErrors(t *testing.T) {
-	const own = "provider,region,gpu,gpu_count,currency,on_demand_hourly,spot_hourly,monthly,as_of\n"
+	const own = "provider,region,gpu,gpu_count,currency,on_demand_hourly,spot_hourly,monthly,as_of,vram_gb_per_gpu\n"
 	const sky = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
 	const hunt = "instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot\n"
 	ownHint := formats[formatOwn].hint
+	const rowHint = `quote a field that holds a comma ("a, b"), and give every row one field per column, empty ones too; `
 	skyHint := formats[formatSkyPilot].hint
 	huntHint := formats[formatGpuhunt].hint
 	tests := []struct {
 		name, file, input string
 		wantMsg, wantHint string
 	}{
-		{"not a number", "bad.csv", own + "aws,us-east-1,T4,1,USD,abc,,,2026-11\n",
+		{"not a number", "bad.csv", own + "aws,us-east-1,T4,1,USD,abc,,,2026-11,\n",
 			`bad.csv:2:6: column on_demand_hourly: "abc" is not a number`, ownHint},
-		{"negative price", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,-0.1,,2026-11\n",
+		{"negative price", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,-0.1,,2026-11,\n",
 			`bad.csv:2:7: column spot_hourly: "-0.1" is negative`, ownHint},
-		{"too many decimals in our format", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.1234567,,,2026-11\n",
+		{"too many decimals in our format", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.1234567,,,2026-11,\n",
 			`bad.csv:2:6: column on_demand_hourly: "0.1234567" has more than 6 decimal places`, ownHint},
-		{"exponent in our format", "bad.csv", own + "aws,us-east-1,T4,1,USD,1e-3,,,2026-11\n",
+		{"exponent in our format", "bad.csv", own + "aws,us-east-1,T4,1,USD,1e-3,,,2026-11,\n",
 			`bad.csv:2:6: column on_demand_hourly: "1e-3" is not a number`, ownHint},
-		{"bad GPU count", "bad.csv", own + "aws,us-east-1,T4,one,USD,0.5,,,2026-11\n",
+		{"bad GPU count", "bad.csv", own + "aws,us-east-1,T4,one,USD,0.5,,,2026-11,\n",
 			`bad.csv:2:4: column gpu_count: "one" is not a number`, ownHint},
-		{"zero GPUs", "bad.csv", own + "aws,us-east-1,T4,0,USD,0.5,,,2026-11\n",
+		{"zero GPUs", "bad.csv", own + "aws,us-east-1,T4,0,USD,0.5,,,2026-11,\n",
 			`bad.csv:2:4: column gpu_count: "0": a GPU offer needs at least part of one GPU`, ownHint},
-		{"missing provider", "bad.csv", own + ",us-east-1,T4,1,USD,0.5,,,2026-11\n",
+		{"missing provider", "bad.csv", own + ",us-east-1,T4,1,USD,0.5,,,2026-11,\n",
 			`bad.csv:2:1: column provider: a value is required`, ownHint},
-		{"bad currency", "bad.csv", own + "aws,us-east-1,T4,1,US$,0.5,,,2026-11\n",
+		{"bad currency", "bad.csv", own + "aws,us-east-1,T4,1,US$,0.5,,,2026-11,\n",
 			`bad.csv:2:5: column currency: "US$" is not a three-letter ISO 4217 code such as USD`, ownHint},
-		{"bad date", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,,,2026/11\n",
+		{"bad date", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,,,2026/11,\n",
 			`bad.csv:2:9: column as_of: "2026/11" is not a date written YYYY-MM or YYYY-MM-DD`, ownHint},
-		{"no price", "bad.csv", own + "aws,us-east-1,T4,1,USD,,,,2026-11\n",
+		{"no price", "bad.csv", own + "aws,us-east-1,T4,1,USD,,,,2026-11,\n",
 			`bad.csv:2:6: column on_demand_hourly: row has no price: fill on_demand_hourly, spot_hourly or monthly`, ownHint},
 		{"short row", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5\n",
-			`bad.csv:2:7: row has 6 fields, the header has 9`, ownHint},
-		{"error on a later line", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,,,2026-11\n\naws,us-east-1,T4,1,USD,0.5,,x,2026-11\n",
+			`bad.csv:2:7: row has 6 fields, the header has 10`, rowHint + ownHint},
+		{"error on a later line", "bad.csv", own + "aws,us-east-1,T4,1,USD,0.5,,,2026-11,\n\naws,us-east-1,T4,1,USD,0.5,,x,2026-11,\n",
 			`bad.csv:4:8: column monthly: "x" is not a number`, ownHint},
-		{"broken quote", "bad.csv", own + "aws,\"us-east-1,T4,1,USD,0.5,,,2026-11\n",
-			`bad.csv:2:39: extraneous or missing " in quoted-field`, ownHint},
+		{"broken quote", "bad.csv", own + "aws,\"us-east-1,T4,1,USD,0.5,,,2026-11,\n",
+			`bad.csv:2:40: extraneous or missing " in quoted-field`, ownHint},
 		{"SkyPilot price", "aws/vms.csv", sky + "p5.48xlarge,H100,8,192,2048,,98.3.2,,us-east-1,use1-az1\n",
 			`aws/vms.csv:2:7: column Price: "98.3.2" is not a number`, skyHint},
 		{"SkyPilot negative spot", "aws/vms.csv", sky + "p5.48xlarge,H100,8,192,2048,,98.32,-1e-2,us-east-1,use1-az1\n",
@@ -440,14 +441,134 @@ func TestGpuhuntProviderColumn(t *testing.T) {
 	}
 }
 
-func TestReadOffersOwnToleratesCommasInTrailingSource(t *testing.T) {
-	in := "provider,region,gpu,gpu_count,currency,on_demand_hourly,as_of,source\n" +
-		"gcp,us-central1,H200,8,USD,83.492,2026-11,per GPU-hour 10.4365, times 8\n"
-	offers, _, err := ReadOffers("p.csv", strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
+// TestReadOffersOwnRowsMatchTheHeader: a row of our own format must have
+// one field per column. An unquoted "1,50" (a decimal comma) used to shift
+// the rest of the row one column on, read as on-demand 1.00/h and spot
+// 50.00/h, with the last column, source, swallowing what was left.
+func TestReadOffersOwnRowsMatchTheHeader(t *testing.T) {
+	const hdr = "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,on_demand_hourly,spot_hourly,as_of,source\n"
+	tests := []struct {
+		name, row, want string
+	}{
+		{"decimal comma", "aws,us-east-1,T4,1,16,USD,1,50,,2026-11,quote\n", "p.csv:2:11: row has 11 fields, the header has 10"},
+		{"comma in the trailing source", "gcp,us-central1,H200,8,141,USD,83.492,,2026-11,per GPU-hour 10.4365, times 8\n",
+			"p.csv:2:11: row has 11 fields, the header has 10"},
+		{"field left out", "aws,us-east-1,T4,1,16,USD,0.5,,2026-11\n", "p.csv:2:10: row has 9 fields, the header has 10"},
+		{"quoted comma", "gcp,us-central1,H200,8,141,USD,83.492,,2026-11,\"per GPU-hour 10.4365, times 8\"\n", ""},
 	}
-	if got, want := offers[0].Source, "per GPU-hour 10.4365, times 8"; got != want {
-		t.Errorf("source %q, want %q", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			offers, _, err := ReadOffers("p.csv", strings.NewReader(hdr+tt.row))
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Fatalf("ReadOffers error = %q, want %q", got, tt.want)
+			}
+			if err == nil && offers[0].Source != "per GPU-hour 10.4365, times 8" {
+				t.Errorf("source %q, want the quoted text", offers[0].Source)
+			}
+		})
+	}
+}
+
+// TestReadOffersOwnColumns: vram_gb_per_gpu is required and is never made
+// up; a missing column used to read as 80 GB for every H100 and A100.
+func TestReadOffersOwnColumns(t *testing.T) {
+	ownHint := formats[formatOwn].hint
+	tests := []struct {
+		name, in  string
+		wantErr   string
+		wantVRAM  float64
+		wantWarns int
+	}{
+		{"no vram column", "provider,region,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,H100,8,USD,98.32\n",
+			"x.csv:1: header has no column vram_gb_per_gpu, which a gpuwarden prices.csv needs", 0, 0},
+		{"no price column", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,as_of\naws,us-east-1,T4,1,16,USD,2026-11\n",
+			"x.csv:1: header has no price column: a gpuwarden prices.csv needs on_demand_hourly, spot_hourly or monthly", 0, 0},
+		{"empty vram of a name with one size", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,spot_hourly,as_of\naws,us-east-1,T4,1,,USD,0.2,2026-11\n",
+			"", 16, 0},
+		{"empty vram of a name several sizes share", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly,as_of\nacme,x,H100,8,,USD,9000,2026-11\n",
+			`x.csv:2:5: column vram_gb_per_gpu: a value is required: "H100" comes with 80 or 94 GB`, 0, 0},
+		{"empty vram of an A100", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly,as_of\nacme,x,A100,8,,USD,9000,2026-11\n",
+			`x.csv:2:5: column vram_gb_per_gpu: a value is required: "A100" comes with 40 or 80 GB`, 0, 0},
+		{"zero vram", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly,as_of\nacme,x,T4,1,0,USD,90,2026-11\n",
+			`x.csv:2:5: column vram_gb_per_gpu: "0": a GPU has more than 0 GB of memory`, 0, 0},
+		{"empty vram of an unknown model", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly,as_of\nacme,x,X9000,1,,USD,90,2026-11\n",
+			"", 0, 2}, // unknown VRAM, and a region without a country
+		{"optional columns left out", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly\nacme,x,X9000,1,48,USD,90\n",
+			"", 48, 2}, // undated, and a region without a country
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			offers, warns, err := ReadOffers("x.csv", strings.NewReader(tt.in))
+			got := ""
+			if err != nil {
+				got = err.Error()
+				if h := gpuwarden.ErrorHint(err); h != ownHint {
+					t.Errorf("hint %q, want %q", h, ownHint)
+				}
+			}
+			if got != tt.wantErr {
+				t.Fatalf("error = %q, want %q", got, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if offers[0].VRAMGBPerGPU != tt.wantVRAM {
+				t.Errorf("VRAM %g, want %g", offers[0].VRAMGBPerGPU, tt.wantVRAM)
+			}
+			if len(warns) != tt.wantWarns {
+				t.Errorf("warnings %q, want %d", warns, tt.wantWarns)
+			}
+		})
+	}
+}
+
+// TestReadOffersCutsQuotedInput: a message shows at most 80 characters of a
+// cell or header; a 50 MB line with a bad header used to be echoed whole.
+func TestReadOffersCutsQuotedInput(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	want := `"` + strings.Repeat("x", maxQuoted) + `…"`
+	tests := []struct {
+		name, file, in string
+	}{
+		{"unrecognised header", "x.csv", long + ",b\n"},
+		{"own cell", "x.csv", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly\nacme,x,T4,1,16," + long + ",9\n"},
+		{"own number", "x.csv", "provider,region,gpu,gpu_count,vram_gb_per_gpu,currency,monthly\nacme,x,T4,1,16,USD," + long + "\n"},
+		{"SkyPilot GPU memory", "aws/vms.csv", "InstanceType,AcceleratorName,AcceleratorCount,GpuInfo,Price,Region\n" +
+			"p5,H100,8,{'SizeInMiB': '" + long + "'},98.32,us-east-1\n"},
+		{"gpuhunt spot flag", "aws.csv", "instance_name,location,price,gpu_count,gpu_name,spot\ng5,us-east-1,1.006,1,A10G," + long + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := ReadOffers(tt.file, strings.NewReader(tt.in))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, want) {
+				t.Errorf("message does not quote the cut value %s: %.300s", want, msg)
+			}
+			if len(msg) > 1000 {
+				t.Errorf("message is %d bytes long, want under 1000", len(msg))
+			}
+		})
+	}
+}
+
+func TestQuoted(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"abc", `"abc"`},
+		{"", `""`},
+		{strings.Repeat("é", maxQuoted), `"` + strings.Repeat("é", maxQuoted) + `"`},
+		{strings.Repeat("é", maxQuoted+1), `"` + strings.Repeat("é", maxQuoted) + `…"`},
+		{"tab\there", `"tab\there"`},
+	}
+	for _, tt := range tests {
+		if got := quoted(tt.in); got != tt.want {
+			t.Errorf("quoted(%.20q…) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

@@ -193,7 +193,7 @@ func (s *skyPilotReader) mib(cInfo int, info, key string) (float64, error) {
 	}
 	n, err := parseNumber(v)
 	if err != nil || n < 0 {
-		return 0, s.t.cellErr(cInfo, "%s %q is not a number of MiB", key, v)
+		return 0, s.t.cellErr(cInfo, "%s %s is not a number of MiB", key, quoted(v))
 	}
 	return n, nil
 }
@@ -458,8 +458,8 @@ func (s *skyPilotReader) combineGCP() {
 	for _, h := range s.hosts {
 		if !h.used && isGCPGPUFamily(h.inst) {
 			s.hostOnly.add(h.line)
-			if len(s.hostOnlyNames) < 3 && !slices.Contains(s.hostOnlyNames, h.inst) {
-				s.hostOnlyNames = append(s.hostOnlyNames, h.inst)
+			if len(s.hostOnlyNames) < 3 && !slices.Contains(s.hostOnlyNames, cut(h.inst)) {
+				s.hostOnlyNames = append(s.hostOnlyNames, cut(h.inst))
 			}
 		}
 	}

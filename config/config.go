@@ -6,9 +6,7 @@
 package config
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -20,17 +18,34 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
+	"github.com/gpuwarden/gpuwarden/internal/yamlread"
 )
 
-// MaxFileSize is the largest plan file Parse accepts; a plan is a page of
-// settings, so anything bigger is the wrong file and not worth parsing.
-const MaxFileSize = 1 << 20
+// MaxFileSize is the largest plan file Parse accepts, 256 KiB; a plan is a
+// page of settings (the commented starter file is 6 KiB), so anything bigger
+// is the wrong file and not worth parsing. The cap also bounds what reading
+// a hostile file costs; yamlread holds the limits on nesting and size that
+// every YAML file gpuwarden reads shares.
+const MaxFileSize = 256 << 10
+
+// planFile is how yamlread reads a plan: its limits and their words.
+var planFile = yamlread.File{Kind: "plan file", MaxBytes: MaxFileSize,
+	SizeHint: "a plan file is a page of settings; check that this is the right file"}
 
 // initHint is what to run when there is no plan file yet.
 const initHint = "create one with: gpuwarden init > gpuwarden.yaml"
 
 // Load reads, decodes, defaults and validates the plan file at path.
 func Load(path string) (*gpuwarden.Plan, error) {
+	f, err := LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return f.Plan, nil
+}
+
+// LoadFile is Load that keeps where each field was written, for CheckNames.
+func LoadFile(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, readError(path, err)
@@ -42,7 +57,17 @@ func Load(path string) (*gpuwarden.Plan, error) {
 	if err != nil {
 		return nil, readError(path, err)
 	}
-	return Parse(path, data)
+	return ParseFile(path, data)
+}
+
+// File is a plan file as read: the plan, and where each of its fields was
+// written, so that checks which can only run once the catalogs the plan
+// names are loaded (CheckNames) still point at the line.
+type File struct {
+	// Plan is the decoded, defaulted and validated plan.
+	Plan *gpuwarden.Plan
+	name string
+	idx  index
 }
 
 // readError turns an os error into the not-found application error. The
@@ -67,23 +92,29 @@ func unwrapPathError(err error) error {
 }
 
 // Parse decodes a plan file's contents, fills the defaults and validates the
-// result. name is used only in error messages (usually the path). Explicit
-// zeros for spot_interruptions_per_day, restart_minutes and
-// sessions_per_month are kept, because there zero is a real answer rather
-// than "not given"; see ApplyDefaults.
+// result. name is used only in error messages (usually the path). A file
+// over MaxFileSize or past yamlread's limits on nesting is refused before
+// the YAML library parses it. Explicit zeros for spot_interruptions_per_day,
+// restart_minutes and sessions_per_month are kept, because there zero is a
+// real answer rather than "not given"; see ApplyDefaults.
 func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
-	if len(data) > MaxFileSize {
-		return nil, docError(name, yamlerr.Pos{Line: 1, Col: 1}, fmt.Sprintf("plan file is larger than %d KiB", MaxFileSize>>10),
-			"a plan file is a page of settings; check that this is the right file")
+	f, err := ParseFile(name, data)
+	if err != nil {
+		return nil, err
 	}
-	// Editors on Windows save a byte-order mark that the YAML library would
-	// otherwise read as part of the first key.
-	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	return f.Plan, nil
+}
 
+// ParseFile is Parse that keeps where each field was written, for CheckNames.
+func ParseFile(name string, data []byte) (*File, error) {
 	// Duplicate keys are let through the parser and caught by the shape
 	// check, which knows the field's full path and both positions.
-	file, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	file, err := planFile.Parse(data, parser.AllowDuplicateMapKey())
 	if err != nil {
+		var fe *yamlerr.FieldError
+		if errors.As(err, &fe) {
+			return nil, fe.ToError(name)
+		}
 		return nil, libraryError(name, err, nil)
 	}
 	body, err := documentBody(name, file)
@@ -116,7 +147,7 @@ func Parse(name string, data []byte) (*gpuwarden.Plan, error) {
 	if fe := validate(p, w.idx); fe != nil {
 		return nil, fe.ToError(name)
 	}
-	return p, nil
+	return &File{Plan: p, name: name, idx: w.idx}, nil
 }
 
 // documentBody returns the body of the single non-empty document in file.

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -369,8 +371,55 @@ func TestParseTooLarge(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != gpuwarden.EInvalid {
 		t.Fatalf("err = %v, want an EInvalid *gpuwarden.Error", err)
 	}
-	if want := "big.yaml:1:1: plan file is larger than 1024 KiB"; e.Message != want {
+	if want := "big.yaml:1:1: plan file is larger than 256 KiB"; e.Message != want {
 		t.Errorf("Message = %q, want %q", e.Message, want)
+	}
+}
+
+// TestParseHostile holds Parse to the nesting limits: a 200 KB plan of
+// 100,000 nested "[" ran `gpuwarden plan` out of memory past 6 GB, and
+// depth 20,000 (40 KB) took 680 MB. Each hostile file must be an EInvalid
+// error at FILE:LINE:COL, and reading it must stay within a loose memory
+// bound; yamlread's own tests cover the other limits.
+func TestParseHostile(t *testing.T) {
+	var indent strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&indent, "%sk%d:\n", strings.Repeat(" ", i), i)
+	}
+	var wide strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&wide, "  k%d: x\n", i)
+	}
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"depth 100000", strings.Repeat("[", 100_000), "hostile.yaml:1:65: plan file nests deeper than 64 levels"},
+		{"depth 20000", strings.Repeat("[", 20_000), "hostile.yaml:1:65: plan file nests deeper than 64 levels"},
+		{"depth 20000 in a field", base + "labels: " + strings.Repeat("{a: ", 20_000), "hostile.yaml:5:261: plan file nests deeper than 64 levels"},
+		{"block depth", indent.String(), "hostile.yaml:65:65: plan file nests deeper than 64 levels"},
+		{"wide labels", base + "labels:\n" + wide.String(), "hostile.yaml:262:3: a mapping holds more than 256 keys"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := Parse("hostile.yaml", []byte(tt.doc))
+			runtime.ReadMemStats(&after)
+			var e *gpuwarden.Error
+			if !errors.As(err, &e) || e.Code != gpuwarden.EInvalid {
+				t.Fatalf("err = %v, want an EInvalid *gpuwarden.Error", err)
+			}
+			if e.Message != tt.want {
+				t.Errorf("Message = %q, want %q", e.Message, tt.want)
+			}
+			if e.Hint == "" {
+				t.Error("no hint")
+			}
+			if used := after.TotalAlloc - before.TotalAlloc; used > 100<<20 {
+				t.Errorf("allocated %d MB reading it, want under 100 MB", used>>20)
+			}
+		})
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
 // The editor changes a plan file the way a careful person would: it finds
@@ -321,8 +322,12 @@ type yamlDoc struct {
 }
 
 // loadDoc parses src, which must hold at most one non-empty YAML document;
-// what ("set budget.currency") starts its error messages.
+// what ("set budget.currency") starts its error messages. The file is held
+// to the limits Parse holds it to before the YAML library reads it.
 func loadDoc(src []byte, what string) (*yamlDoc, error) {
+	if fe := planFile.Scan(src); fe != nil {
+		return nil, limitError(what, fe)
+	}
 	d := &yamlDoc{starts: []int{0}, eol: "\n", indent: 2, seqIndent: true, comments: map[int]int{}}
 	if i := bytes.IndexByte(src, '\n'); i > 0 && src[i-1] == '\r' {
 		d.eol = "\r\n"
@@ -352,6 +357,11 @@ func loadDoc(src []byte, what string) (*yamlDoc, error) {
 		}
 	}
 	toks := lexer.Tokenize(string(src))
+	if toks.InvalidToken() == nil {
+		if fe := planFile.CheckTokens(toks); fe != nil {
+			return nil, limitError(what, fe)
+		}
+	}
 	file, err := parser.Parse(toks, 0)
 	if err != nil {
 		return nil, invalidYAML(what, err)
@@ -402,6 +412,12 @@ func loadDoc(src []byte, what string) (*yamlDoc, error) {
 		d.detectStyle(body)
 	}
 	return d, nil
+}
+
+// limitError reports a file past yamlread's limits, which the editor does not read.
+func limitError(what string, fe *yamlerr.FieldError) error {
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "cannot %s: the plan file at %d:%d: %s", what, fe.At.Line, fe.At.Col, fe.Msg).
+		WithHint("%s", fe.Hint)
 }
 
 // invalidYAML reports a file the editor cannot read, at the library's position.

@@ -392,6 +392,12 @@ func TestApplyEditsErrors(t *testing.T) {
 		{"trailing dot", "a: 1\n", Edit{Path: "a.", Value: 1}, `edit path "a.": ends with a dot`},
 		{"bad index", "a: 1\n", Edit{Path: "a[x]", Value: 1}, `edit path "a[x]": has a list index that is not a whole number`},
 		{"unwritable value", "a: 1\n", Edit{Path: "a", Value: func() {}}, ""},
+		{"nested 20000 deep", "a: " + strings.Repeat("[", 20_000) + "\n", Edit{Path: "b", Value: 1},
+			"cannot set b: the plan file at 1:67: plan file nests deeper than 64 levels"},
+		{"nested 100000 deep", strings.Repeat("[", 100_000), Edit{Path: "b", Value: 1},
+			"cannot set b: the plan file at 1:65: plan file nests deeper than 64 levels"},
+		{"too large", "a: 1\n# " + strings.Repeat("x", MaxFileSize) + "\n", Edit{Path: "b", Value: 1},
+			"cannot edit b: the plan file is larger than 256 KiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

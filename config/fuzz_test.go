@@ -32,7 +32,10 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	for _, doc := range []string{"", base, base + "---\n" + base, "a: &a [*a]\n", "workload: {kind: inference, params_b: 7}\n",
-		"budget:\n  monthly_limit: 1.5\ncurrency_rates: {EUR: 1.08}\n"} {
+		"budget:\n  monthly_limit: 1.5\ncurrency_rates: {EUR: 1.08}\n",
+		// The hostile plans that ran `gpuwarden plan` out of memory, at full
+		// size; testdata/fuzz/FuzzParse keeps small ones.
+		strings.Repeat("[", 100_000), strings.Repeat("[", 20_000), base + "labels: " + strings.Repeat("{a: ", 20_000)} {
 		f.Add([]byte(doc))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

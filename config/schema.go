@@ -14,6 +14,7 @@ import (
 	"github.com/goccy/go-yaml/token"
 
 	"github.com/gpuwarden/gpuwarden"
+	namesuggest "github.com/gpuwarden/gpuwarden/internal/suggest"
 	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 )
 
@@ -598,36 +599,11 @@ func suggest(key string, names []string) string {
 		if strings.EqualFold(n, key) {
 			return n
 		}
-		if d := editDistance(strings.ToLower(key), n); d < bestD {
+		if d := namesuggest.Distance(strings.ToLower(key), n); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, by bytes; keys
-// longer than any field name cannot be typos of one, so they are cut short.
-func editDistance(a, b string) int {
-	if len(a) > 64 {
-		a = a[:64]
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // mismatch reports a value of the wrong kind for its field.

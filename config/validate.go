@@ -418,3 +418,54 @@ func andList(names []string) string {
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
+
+// Names answers whether a provider or region is one gpuwarden knows, with
+// an EInvalid *gpuwarden.Error that suggests the nearest known name when it
+// is not; *catalog.Names, built from the loaded catalog, is one.
+type Names interface {
+	CheckProvider(name string) error
+	CheckRegion(provider, region string) error
+}
+
+// CheckNames checks the provider and region names the plan gives against
+// names, so that a typo ("awz") is an error at its line rather than a rule
+// that quietly matches no offer: providers.prefer and providers.exclude,
+// the provider and region of each residency.regions entry, and box.provider
+// and box.region when the box's rate is looked up in the catalog. Launch
+// targets are not checked, since they may name providers no catalog prices.
+// The first unknown name is an EInvalid error at FILE:LINE:COL.
+func (f *File) CheckNames(n Names) error {
+	p := f.Plan
+	c := &checker{idx: f.idx}
+	check := func(path string, err error) {
+		var e *gpuwarden.Error
+		if errors.As(err, &e) {
+			c.fail(path, e.Message, e.Hint)
+		} else if err != nil {
+			c.fail(path, err.Error(), "check the spelling")
+		}
+	}
+	for i, r := range p.Residency.Regions {
+		path := fmt.Sprintf("residency.regions[%d]", i)
+		provider, region, ok := strings.Cut(r, ":")
+		if !ok {
+			provider, region = "", r
+		}
+		check(path, n.CheckProvider(provider))
+		check(path, n.CheckRegion(provider, region))
+	}
+	for i, name := range p.Providers.Prefer {
+		check(fmt.Sprintf("providers.prefer[%d]", i), n.CheckProvider(name))
+	}
+	for i, name := range p.Providers.Exclude {
+		check(fmt.Sprintf("providers.exclude[%d]", i), n.CheckProvider(name))
+	}
+	if b := p.Box; b != nil && b.HourlyRate == 0 {
+		check("box.provider", n.CheckProvider(b.Provider))
+		check("box.region", n.CheckRegion(b.Provider, b.Region))
+	}
+	if c.err != nil {
+		return c.err.ToError(f.name)
+	}
+	return nil
+}

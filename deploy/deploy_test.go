@@ -39,7 +39,7 @@ const (
 	gpuNodeLabel   = "nvidia.com/gpu.present"
 	agentPort      = 7070
 	agentProbePath = "/api/v1/status"
-	serverProbe    = "/healthz"
+	serverProbe    = "/readyz"
 )
 
 // kustomization is the part of kustomize's Kustomization that these
@@ -265,6 +265,14 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
+// flagOf is the value of --name in args, "<unset>" when there is none.
+func flagOf(args []string, name string) string {
+	if v, ok := flagValue(args, name); ok {
+		return v
+	}
+	return "<unset>"
+}
+
 func hasFlag(args []string, name string) bool {
 	_, ok := flagValue(args, name)
 	return ok || slices.Contains(args, "--"+name)
@@ -435,6 +443,11 @@ func TestAgentDaemonSet(t *testing.T) {
 		{"NVIDIA_DRIVER_CAPABILITIES", env("NVIDIA_DRIVER_CAPABILITIES"), "utility"},
 		{"NODE_NAME from the downward API", nodeNameFromDownwardAPI, true},
 		{"node name passed as a label", strings.Contains(label, "=$(NODE_NAME)"), true},
+		// From the pod's host name the node ID would change on every
+		// rollout, and the server would refuse a restarted pod as a second
+		// machine until the first is lost.
+		{"node ID is the Kubernetes node", flagOf(c.Args, "node-id"), "$(NODE_NAME)"},
+		{"instance ID is the Kubernetes node", flagOf(c.Args, "instance-id"), "$(NODE_NAME)"},
 		{"label has owner and project", strings.Contains(label, "owner=") && strings.Contains(label, "project="), true},
 		{"token file from a read-only Secret mount", tokenFromSecret, true},
 		{"state on the node's /var/lib/gpuwarden", stateHostPath, "/var/lib/gpuwarden"},
@@ -490,7 +503,10 @@ func TestServerDeployment(t *testing.T) {
 		{"DSN from a Secret", dsnSecret, "gpuwarden-db/dsn"},
 		{"no DSN literal in args or env", literalDSN, false},
 		{"no --db flag (ps would show the password)", hasFlag(c.Args, "db"), false},
-		{"readiness probe on /healthz", readiness, serverProbe},
+		// The first admin token is made with token create --bootstrap
+		// (README.md), never by a replica, whose only outlet is its log.
+		{"replicas do not bootstrap", hasFlag(c.Args, "no-bootstrap"), true},
+		{"readiness probe on /readyz", readiness, serverProbe},
 		{"Service port", svcPort, int32(8080)},
 		{"rolling update", strategy, appsv1.RollingUpdateDeploymentStrategyType},
 		{"runs as non-root", runAsNonRoot, true},
@@ -1236,4 +1252,55 @@ func TestDockerfile(t *testing.T) {
 		{"entrypoint", entrypoint, `["/usr/local/bin/gpuwarden"]`},
 		{"exposes the agent's and the server's ports", exposed, ports},
 	})
+}
+
+// tokenInLog matches a sentence that sends a token to a log: printed or
+// shown on stderr or in a log, read back with `kubectl logs`, or printed
+// by the server on its first start.
+var tokenInLog = regexp.MustCompile(`(?i)token\b[^.]*\b(print|prints|printed|shown|shows)\b[^.]*\b(stderr|log|logs)\b|` +
+	`(print|prints|printed|shown|shows)\b[^.]*\btoken\b[^.]*\b(stderr|log|logs)\b|kubectl\b[^.\n]*\blogs\b[^.]*\btoken|` +
+	// The server's output is its log: what it prints on its first start.
+	`\bfirst start\b[^.]*\b(print|prints|printed|shows|shown)\b[^.]*\btoken`)
+
+// TestReadmesKeepTokensOutOfLogs keeps the documentation from telling
+// anyone that the fleet's admin token is printed to a log (journald,
+// kubectl logs, CI): it goes to a file, a pipe or a Secret.
+func TestReadmesKeepTokensOutOfLogs(t *testing.T) {
+	for _, path := range []string{filepath.Join(kubernetesDir, "README.md"), filepath.Join("..", "README.md")} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Sentences run across lines; a blank line ends a paragraph.
+		for _, para := range strings.Split(string(b), "\n\n") {
+			text := strings.Join(strings.Fields(para), " ")
+			for _, sentence := range strings.SplitAfter(text, ". ") {
+				if negated.MatchString(sentence) {
+					continue
+				}
+				if m := tokenInLog.FindString(sentence); m != "" {
+					t.Errorf("%s says a token goes to the log (%q):\n%s", path, m, sentence)
+				}
+			}
+		}
+	}
+}
+
+// negated matches a sentence that says a token is never, or only on a
+// terminal, printed.
+var negated = regexp.MustCompile(`(?i)\b(never|not|no|only when|nothing)\b`)
+
+// TestKubernetesBootstrapIsDocumented checks that the Kubernetes page makes
+// the first admin token the way the Deployment expects: with token create
+// --bootstrap, piped into a Secret rather than printed.
+func TestKubernetesBootstrapIsDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(kubernetesDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	bootstrap := regexp.MustCompile(`token create --bootstrap --db "\$GPUWARDEN_DB"'\s*\|\s*kubectl -n gpuwarden create secret generic \S+ --from-file=token=/dev/stdin`)
+	if !bootstrap.MatchString(text) {
+		t.Errorf("%s/README.md does not pipe `token create --bootstrap` into a Secret", kubernetesDir)
+	}
 }

@@ -130,6 +130,8 @@ func codeOfStatus(status int) gpuwarden.ErrorCode {
 		return gpuwarden.ENotFound
 	case status == nethttp.StatusConflict:
 		return gpuwarden.EConflict
+	case status == nethttp.StatusServiceUnavailable:
+		return gpuwarden.EUnavailable
 	case status >= 500:
 		return gpuwarden.EInternal
 	}

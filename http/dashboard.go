@@ -110,16 +110,20 @@ type idleView struct {
 	Progress                string
 	StopAt, StopISO, StopIn string
 	DryRun                  bool
-	Busy                    []string
+	// StoppedInDryRun: the stop time passed in a dry run, which stopped nothing.
+	StoppedInDryRun bool
+	Busy            []string
 }
 
 type budgetView struct {
 	Present                       bool
 	Month, Spent, Forecast, Limit string
 	Rate                          string
-	HasLimit, Over, ForecastOver  bool
-	SpentShare                    string
-	SpentWidth, ForecastX         string
+	// NoRate: the box's hourly rate is not set, so spend counts nothing.
+	NoRate                       bool
+	HasLimit, Over, ForecastOver bool
+	SpentShare                   string
+	SpentWidth, ForecastX        string
 }
 
 type diagnosisView struct {
@@ -306,9 +310,13 @@ func buildIdle(st gpuwarden.AgentStatus, now time.Time) idleView {
 	if !i.StopAt.IsZero() {
 		v.StopAt = fmtWhen(i.StopAt, now)
 		v.StopISO = i.StopAt.Format(time.RFC3339)
-		if left := i.StopAt.Sub(now); left > 0 {
+		switch left := i.StopAt.Sub(now); {
+		case left > 0:
 			v.StopIn = "in " + fmtDuration(left)
-		} else {
+		case i.DryRun:
+			// A dry run never stops the box, so the time is past, not due.
+			v.StoppedInDryRun = true
+		default:
 			v.StopIn = "due now"
 		}
 	}
@@ -326,6 +334,7 @@ func buildBudget(b gpuwarden.BudgetState) budgetView {
 		Spent:    cur.Format(b.Spent),
 		Forecast: cur.Format(b.Forecast),
 		Rate:     cur.FormatRate(b.HourlyRate, "h"),
+		NoRate:   b.HourlyRate == 0,
 	}
 	if b.Limit > 0 {
 		lim := float64(b.Limit)

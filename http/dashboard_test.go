@@ -192,3 +192,25 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 }
+
+// A box with no rate says so instead of "$0.00/h", and a dry run past its
+// stop time says what it would have done instead of "due now" forever.
+func TestDashboardSaysNoRateAndDryRunStop(t *testing.T) {
+	st := fixtureStatus()
+	st.Budget.HourlyRate = 0
+	st.Idle.DryRun = true
+	st.Idle.StopAt = fixtureNow.Add(-time.Minute)
+	_, base := startServer(t, newFakeAgent(st))
+	_, body := get(t, "GET", base+"/")
+	page := string(body)
+	for _, want := range []string{"no rate set", "gpuwarden up --rate", "dry run: would have stopped at"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"€0.000000/h", "due now"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("dashboard shows %q", bad)
+		}
+	}
+}

@@ -44,12 +44,22 @@ type FleetServer struct {
 	RatePerSec, RateBurst float64
 	// IdleAfter and LostAfter tune the orphan report and the node states.
 	IdleAfter, LostAfter time.Duration
+	// FailRatePerSec and FailBurst limit, per client address, the requests
+	// that carry no valid token or session (429 beyond), before they cost
+	// a database read; a valid credential does not count. The address is
+	// the connection's: behind a reverse proxy all clients share the
+	// proxy's. FailRatePerSec zero turns the limit off.
+	FailRatePerSec, FailBurst float64
+	// SessionLifetime is how long a dashboard sign-in lasts, counted from
+	// sign-in whatever the use; zero means DefaultSessionLifetime.
+	SessionLifetime time.Duration
 
 	store   gpuwarden.Fleet
 	auth    *authenticator
 	beats   *beatWriter
 	nodes   *nodeOwners
 	limits  *rateLimiter
+	fails   *clientLimiter
 	log     *slog.Logger
 	mux     *nethttp.ServeMux
 	metrics *fleetMetrics
@@ -76,7 +86,10 @@ func NewFleetServer(store gpuwarden.Fleet, log *slog.Logger) *FleetServer {
 		metrics:    newFleetMetrics(),
 	}
 	s.auth = &authenticator{store: store, now: s.now}
+	s.nodes.now = s.now
 	s.limits = &rateLimiter{now: s.now}
+	s.FailRatePerSec, s.FailBurst, s.SessionLifetime = DefaultFailRatePerSec, DefaultFailBurst, DefaultSessionLifetime
+	s.fails = &clientLimiter{rateLimiter{now: s.now}}
 	s.beats = &beatWriter{store: store, now: s.now, in: make(chan beatRequest, 4*maxHeartbeatBatch), log: s.log, observe: s.metrics.observeBeats,
 		stopped: make(chan struct{})}
 	s.routes()
@@ -114,6 +127,7 @@ func (s *FleetServer) routes() {
 	api("/api/v1/reports/{name}", methods{"GET": s.report})
 	api("/metrics", methods{"GET": s.serveMetrics})
 	m.HandleFunc("/healthz", s.healthz)
+	m.HandleFunc("/readyz", s.readyz)
 	s.dashboardRoutes(m)
 	m.HandleFunc("/", func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		writeJSONError(w, nethttp.StatusNotFound, gpuwarden.Errorf(gpuwarden.ENotFound, "no such page: %s", r.URL.Path))
@@ -175,18 +189,17 @@ func (s *FleetServer) Serve(ctx context.Context, addr, certFile, keyFile string)
 // Wait blocks until the server stopped; see Server.Wait.
 func (s *FleetServer) Wait() error { return s.life.wait() }
 
-// authed checks the token, the rate limit and the method, then runs the
-// route; every error becomes a JSON answer with its status.
+// authed checks the caller (see identify: origin, limits, token or
+// session), the token's rate limit and the method, then runs the route;
+// every error becomes a JSON answer with its status.
 func (s *FleetServer) authed(ms methods) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
-		t, err := s.auth.authenticate(r.Context(), bearer(r))
+		c, err := s.identify(r)
 		if err != nil {
-			if gpuwarden.ErrorCodeOf(err) == gpuwarden.EUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="gpuwarden"`)
-			}
-			s.writeError(w, err)
+			s.writeAuthError(w, err)
 			return
 		}
+		t := c.token
 		if wait, ok := s.limits.allow(t.ID, s.RatePerSec, s.RateBurst); !ok {
 			w.Header().Set("Retry-After", fmt.Sprint(max(1, int(math.Ceil(wait.Seconds())))))
 			writeJSONError(w, nethttp.StatusTooManyRequests, gpuwarden.Errorf(gpuwarden.EInvalid, "too many requests for token %s", t.ID).
@@ -209,7 +222,7 @@ func (s *FleetServer) authed(ms methods) nethttp.Handler {
 		if r.Body != nil {
 			r.Body = nethttp.MaxBytesReader(w, r.Body, s.MaxBody)
 		}
-		if err := h(w, r, scope{t}); err != nil {
+		if err := h(w, r, c.scope()); err != nil {
 			s.writeError(w, err)
 		}
 	})
@@ -261,15 +274,26 @@ func writeJSON(w nethttp.ResponseWriter, code int, v any) error {
 	return nil
 }
 
+// healthz is liveness only: the process serves. A database that fails
+// must not get the server restarted, which cures nothing; readyz says it.
 func (s *FleetServer) healthz(w nethttp.ResponseWriter, r *nethttp.Request) {
+	_ = writeJSON(w, nethttp.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is readiness: a write committed to the ledger now. It fails (503
+// unavailable, Retry-After) while writes fail, so that a load balancer
+// sends agents to a replica that can store what they ship.
+func (s *FleetServer) readyz(w nethttp.ResponseWriter, r *nethttp.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if _, err := s.store.Projects(ctx); err != nil {
-		s.log.Warn("health check", "err", err)
-		writeJSONError(w, nethttp.StatusServiceUnavailable, gpuwarden.Errorf(gpuwarden.EEnvironment, "the database does not answer"))
+	if err := s.store.Ready(ctx); err != nil {
+		s.log.Warn("readiness check", "err", err)
+		e := &gpuwarden.Error{Code: gpuwarden.EUnavailable, Message: "the ledger cannot take writes", Err: err,
+			Hint: gpuwarden.ErrorHint(err)}
+		writeJSONError(w, nethttp.StatusServiceUnavailable, e)
 		return
 	}
-	_ = writeJSON(w, nethttp.StatusOK, map[string]string{"status": "ok"})
+	_ = writeJSON(w, nethttp.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *FleetServer) whoami(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {

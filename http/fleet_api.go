@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	nethttp "net/http"
@@ -25,8 +26,6 @@ const (
 	// maxEventKinds caps ?kind=: each kind is one SQL parameter, and the
 	// databases refuse a query with tens of thousands.
 	maxEventKinds = 64
-	// clockSkew is how far in the future an agent's minute may lie.
-	clockSkew = 5 * time.Minute
 )
 
 func (s *FleetServer) register(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
@@ -46,9 +45,29 @@ func (s *FleetServer) register(w nethttp.ResponseWriter, r *nethttp.Request, sc 
 	if err := validNode(n); err != nil {
 		return err
 	}
+	if err := gpuwarden.CheckSince("labels.launched_at", n.Labels.LaunchedAt, s.now()); err != nil {
+		return err
+	}
+	if !storableTime(n.Labels.LaunchedAt) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "labels.launched_at must lie in the years 0 to 9999 UTC")
+	}
+	if len(n.InstanceID) > maxLabelLen || len(n.BootID) > maxLabelLen {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "instance_id and boot_id are at most %d bytes", maxLabelLen)
+	}
 	n.TokenID = sc.ID
 	n.Registered = s.now().UTC()
+	// A node heard from within LostAfter is live: its ID is refused to
+	// another instance until it is lost, the window the orphan report and
+	// the dashboard use too, so that a box they show as running keeps it.
+	n.LiveSince = n.Registered.Add(-s.LostAfter)
 	stored, err := s.store.RegisterNode(r.Context(), n)
+	if gpuwarden.ErrorCodeOf(err) == gpuwarden.EConflict {
+		// 409 to the agent, which says so and retries; the log says it here
+		// too, where two boxes sharing an ID would otherwise go unnoticed.
+		s.log.Warn("node registration refused", "node", n.ID, "project", n.Project, "host", n.Hostname,
+			"instance", n.InstanceID, "token", sc.ID, "err", err)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -123,8 +142,15 @@ func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc
 	}
 	// Checked here rather than left to the ledger: heartbeats are committed
 	// in groups, and one the ledger refuses would fail the whole group.
-	if !storableTime(hb.Time) || !storableTime(hb.IdleSince) {
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "time and idle_since must lie in the years 0 to 9999 UTC")
+	now := s.now()
+	if err := gpuwarden.CheckReported("time", hb.Time, now); err != nil {
+		return err
+	}
+	if err := gpuwarden.CheckSince("idle_since", hb.IdleSince, now); err != nil {
+		return err
+	}
+	if !storableTime(hb.IdleSince) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "idle_since must lie in the years 0 to 9999 UTC")
 	}
 	if err := s.writableNode(r.Context(), sc, hb.Node); err != nil {
 		return err
@@ -165,11 +191,8 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 		switch {
 		case m.Minute.IsZero() || !m.Minute.Equal(m.Minute.Truncate(time.Minute)):
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is not on a minute", i, m.Minute.Format(time.RFC3339Nano))
-		case !storableTime(m.Minute):
-			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is not in the years 0 to 9999 UTC", i, m.Minute.Format(time.RFC3339))
-		case m.Minute.After(now.Add(clockSkew)):
-			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: minute %s is in the future", i, m.Minute.Format(time.RFC3339)).
-				WithHint("check the agent's clock")
+		case gpuwarden.CheckReported(fmt.Sprintf("minutes[%d]: minute", i), m.Minute, now) != nil:
+			return gpuwarden.CheckReported(fmt.Sprintf("minutes[%d]: minute", i), m.Minute, now)
 		case m.Samples < 1 || len(m.GPUUtil) > maxGPUs || len(m.GPUMemPercent) > maxGPUs:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "minutes[%d]: needs at least one sample and at most %d GPUs", i, maxGPUs)
 		case !percent(m.CPUPercent) || !allPercent(m.GPUUtil) || !allPercent(m.GPUMemPercent):
@@ -182,9 +205,9 @@ func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: seq must be positive", i)
 		case e.Time.IsZero() || e.Kind == "" || len(e.Kind) > maxLabelLen || len(e.Key) > maxLabelLen || len(e.Severity) > maxLabelLen:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: needs a time and a kind of at most %d bytes", i, maxLabelLen)
-		case !storableTime(e.Time):
-			// Stored, it would make every later event listing fail to encode.
-			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: time %s is not in the years 0 to 9999 UTC", i, e.Time.Format(time.RFC3339))
+		case gpuwarden.CheckReported(fmt.Sprintf("events[%d]: time", i), e.Time, now) != nil:
+			// A year-9999 event would top every event listing forever.
+			return gpuwarden.CheckReported(fmt.Sprintf("events[%d]: time", i), e.Time, now)
 		case len(e.Message) > gpuwarden.MaxEventMessage || e.DataSize() > gpuwarden.MaxEventData:
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "events[%d]: message or data too long", i)
 		}
@@ -356,6 +379,7 @@ func (s *FleetServer) createToken(w nethttp.ResponseWriter, r *nethttp.Request, 
 	if err := s.store.CreateToken(r.Context(), t); err != nil {
 		return err
 	}
+	s.auth.created(t.ID)
 	s.log.Info("token created", "id", t.ID, "project", t.Project, "role", t.Role, "by", sc.ID)
 	return writeJSON(w, nethttp.StatusCreated, CreatedToken{Token: t, Secret: secret})
 }
@@ -380,14 +404,26 @@ func (s *FleetServer) revokeToken(w nethttp.ResponseWriter, r *nethttp.Request, 
 
 // nodeOwners caches which project and token each node belongs to, so that
 // a heartbeat's permission check costs no database read. Ownership changes
-// only through RegisterNode on this server, which refreshes the entry.
+// through RegisterNode, which refreshes the entry on its replica; another
+// replica reads it again within nodeOwnerTTL.
 type nodeOwners struct {
 	store gpuwarden.Fleet
+	now   func() time.Time
 	mu    sync.Mutex
 	m     map[string]nodeOwner
 }
 
-type nodeOwner struct{ project, tokenID string }
+// nodeOwner is a node's project and writing token as read at read.
+type nodeOwner struct {
+	project, tokenID string
+	read             time.Time
+}
+
+// nodeOwnerTTL bounds how long a node's owner is trusted without reading
+// it again: a node handed to a new token through another replica is
+// writable by that token here within this time, as a revocation is
+// (tokenCacheTTL).
+const nodeOwnerTTL = tokenCacheTTL
 
 func (o *nodeOwners) remember(n gpuwarden.Node) {
 	o.mu.Lock()
@@ -395,14 +431,21 @@ func (o *nodeOwners) remember(n gpuwarden.Node) {
 	if o.m == nil {
 		o.m = map[string]nodeOwner{}
 	}
-	o.m[n.ID] = nodeOwner{project: n.Project, tokenID: n.TokenID}
+	o.m[n.ID] = nodeOwner{project: n.Project, tokenID: n.TokenID, read: o.clock()}
+}
+
+func (o *nodeOwners) clock() time.Time {
+	if o.now != nil {
+		return o.now()
+	}
+	return time.Now()
 }
 
 func (o *nodeOwners) owner(ctx context.Context, id string) (nodeOwner, error) {
 	o.mu.Lock()
 	v, ok := o.m[id]
 	o.mu.Unlock()
-	if ok {
+	if age := o.clock().Sub(v.read); ok && age >= 0 && age < nodeOwnerTTL {
 		return v, nil
 	}
 	n, err := o.store.Node(ctx, id)
@@ -413,7 +456,7 @@ func (o *nodeOwners) owner(ctx context.Context, id string) (nodeOwner, error) {
 		return nodeOwner{}, err
 	}
 	o.remember(n)
-	return nodeOwner{project: n.Project, tokenID: n.TokenID}, nil
+	return nodeOwner{project: n.Project, tokenID: n.TokenID, read: o.clock()}, nil
 }
 
 // beatWriter commits heartbeats in groups: while one transaction runs, the

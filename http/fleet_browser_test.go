@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -109,6 +110,24 @@ func TestFleetDashboardInABrowser(t *testing.T) {
 	cookie, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
 	if cookie != "" {
 		t.Errorf("script reads the session cookie %q; it must be HttpOnly", cookie)
+	}
+	// What the browser keeps is a session ID, never the token.
+	jar, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
+		return res.Cookies, err
+	})
+	if err != nil {
+		t.Fatalf("read the browser's cookies: %v", err)
+	}
+	var names []string
+	for _, c := range jar {
+		names = append(names, c.Name)
+		if strings.Contains(c.Value, admin[len(admin)-64:]) {
+			t.Errorf("the browser keeps the token's secret in cookie %s", c.Name)
+		}
+	}
+	if len(jar) != 1 || jar[0].Name != sessionCookie || !jar[0].HTTPOnly || jar[0].SameSite != network.CookieSameSiteStrict {
+		t.Errorf("the browser keeps cookies %v, want the HttpOnly, SameSite=Strict %s alone", names, sessionCookie)
 	}
 
 	pages := []struct {

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"cmp"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +27,6 @@ var fleetRefreshSeconds = 30
 
 // Fleet dashboard tuning.
 const (
-	sessionMaxAge       = 12 * time.Hour
 	maxNodeEvents       = 50
 	maxBurnins          = 20
 	maxHeatmapPageHours = 168
@@ -74,6 +74,7 @@ type fleetView struct {
 	Now, NowISO         string
 	StyleURL, ScriptURL string
 	Refresh             int
+	CSRF                string // the sign-out form's CSRF token, bound to the session
 	Body                any
 }
 
@@ -91,8 +92,9 @@ type page struct {
 
 type pageFunc func(r *nethttp.Request, sc scope, now time.Time) (page, error)
 
-// page wraps a dashboard page: GET and HEAD only, a signed-in token (else
-// the login form), the token's rate limit, then an HTML answer.
+// page wraps a dashboard page: GET and HEAD only, a signed-in session or a
+// bearer token (else the login form; see identify for the limits before
+// it), the token's rate limit, then an HTML answer.
 func (s *FleetServer) page(f pageFunc) nethttp.Handler {
 	return nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		if r.Method != nethttp.MethodGet && r.Method != nethttp.MethodHead {
@@ -101,16 +103,20 @@ func (s *FleetServer) page(f pageFunc) nethttp.Handler {
 				gpuwarden.Errorf(gpuwarden.EInvalid, "method %s is not allowed on %s", r.Method, r.URL.Path).WithHint("dashboard pages are read with GET"))
 			return
 		}
-		t, err := s.auth.authenticate(r.Context(), bearer(r))
-		if gpuwarden.ErrorCodeOf(err) == gpuwarden.EUnauthorized {
+		c, err := s.identify(r)
+		var tm *tooManyError
+		switch {
+		case errors.As(err, &tm):
+			s.renderTooMany(w, tm)
+			return
+		case gpuwarden.ErrorCodeOf(err) == gpuwarden.EUnauthorized:
 			nethttp.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), nethttp.StatusSeeOther)
 			return
-		}
-		if err != nil {
+		case err != nil:
 			s.renderError(w, nil, 0, err)
 			return
 		}
-		sc := scope{t}
+		t, sc := c.token, c.scope()
 		if wait, ok := s.limits.allow(t.ID, s.RatePerSec, s.RateBurst); !ok {
 			w.Header().Set("Retry-After", fmt.Sprint(int(wait.Seconds())+1))
 			s.renderError(w, &sc, nethttp.StatusTooManyRequests, gpuwarden.Errorf(gpuwarden.EInvalid, "too many requests for this token").
@@ -135,6 +141,7 @@ func (s *FleetServer) render(w nethttp.ResponseWriter, code int, p page, sc *sco
 	if sc != nil {
 		v.SignedIn = true
 		v.Who = who(*sc)
+		v.CSRF = sc.csrf
 		v.Nav = navLinks(*sc, p.nav)
 		v.Refresh = cmp.Or(p.refresh, fleetRefreshSeconds)
 		if p.refresh < 0 {
@@ -210,18 +217,24 @@ func navLinks(sc scope, current string) []navLink {
 	return links
 }
 
-// loginView is the sign-in form.
+// loginView is the sign-in form. CSRF is its double-submit value, which the
+// login cookie holds too; Lifetime says how long a sign-in lasts.
 type loginView struct {
-	Error, Next string
+	Error, Next, CSRF, Lifetime string
 }
 
-// login shows the form (GET) and exchanges a token for a session cookie
-// (POST). The cookie holds the token itself: the server keeps no sessions,
-// so a revoked token ends every browser signed in with it within seconds.
+// login shows the form (GET) and exchanges a token for a session (POST):
+// the token is checked once, stored nowhere in the browser, and the cookie
+// holds only a random session ID the ledger maps to it. The form has no
+// session to bind a CSRF token to, so it carries a double-submit value
+// (the login cookie's, which another site can neither read nor, with
+// SameSite=Strict, send) on top of the origin check: otherwise a
+// cross-site form could sign a victim in with the attacker's token and
+// watch what they do. Failed attempts count against the client's limit.
 func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 	switch r.Method {
 	case nethttp.MethodGet, nethttp.MethodHead:
-		s.render(w, nethttp.StatusOK, page{tmpl: "login", title: "Sign in", body: loginView{Next: safeNext(r.URL.Query().Get("next"))}}, nil, s.now().UTC())
+		s.renderLogin(w, r, nethttp.StatusOK, "", safeNext(r.URL.Query().Get("next")))
 		return
 	case nethttp.MethodPost:
 	default:
@@ -229,8 +242,6 @@ func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 		s.renderError(w, nil, nethttp.StatusMethodNotAllowed, gpuwarden.Errorf(gpuwarden.EInvalid, "method %s is not allowed on /login", r.Method))
 		return
 	}
-	// A cross-site form could otherwise sign a victim in with the
-	// attacker's token and watch what they do.
 	if err := sameOrigin(r); err != nil {
 		s.renderError(w, nil, nethttp.StatusForbidden, err)
 		return
@@ -241,22 +252,94 @@ func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	raw := strings.TrimSpace(r.PostForm.Get("token"))
-	if _, err := s.auth.authenticate(r.Context(), raw); err != nil {
+	if c, err := r.Cookie(loginCookie); err != nil || !secretPattern.MatchString(c.Value) ||
+		subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostForm.Get(csrfField))) != 1 {
+		s.renderLogin(w, r, nethttp.StatusForbidden, "This sign-in form expired or was not this server's: sign in again.", next)
+		return
+	}
+	client := clientOf(r)
+	if tm := s.admit(client); tm != nil {
+		s.renderTooMany(w, tm)
+		return
+	}
+	t, err := s.auth.authenticate(r.Context(), strings.TrimSpace(r.PostForm.Get("token")))
+	if err != nil {
 		if gpuwarden.ErrorCodeOf(err) != gpuwarden.EUnauthorized {
 			s.renderError(w, nil, 0, err)
 			return
 		}
-		s.render(w, nethttp.StatusUnauthorized, page{tmpl: "login", title: "Sign in",
-			body: loginView{Error: "That token is unknown, revoked or mistyped.", Next: next}}, nil, s.now().UTC())
+		s.renderLogin(w, r, nethttp.StatusUnauthorized, "That token is unknown, revoked or mistyped.", next)
 		return
 	}
-	nethttp.SetCookie(w, sessionCookieFor(r, raw, sessionMaxAge))
+	s.fails.refund(client, s.FailBurst)
+	lifetime := s.sessionLifetime()
+	sess, id, err := newSession(t, s.now(), lifetime)
+	if err == nil {
+		err = s.store.CreateSession(r.Context(), sess)
+	}
+	if err != nil {
+		s.renderError(w, nil, 0, err)
+		return
+	}
+	s.log.Info("signed in", "token", t.ID, "project", t.Project, "role", t.Role)
+	nethttp.SetCookie(w, cookieFor(r, sessionCookie, id, lifetime))
+	nethttp.SetCookie(w, cookieFor(r, loginCookie, "", -1))
+	nethttp.SetCookie(w, cookieFor(r, legacyCookie, "", -1))
 	nethttp.Redirect(w, r, next, nethttp.StatusSeeOther)
 }
 
-// logout clears the session cookie. Only a same-origin form may do it, so
-// that another site cannot sign people out at will.
+// renderLogin shows the sign-in form with its CSRF value: the one the
+// browser's login cookie holds, else a new one, and (re)sets the cookie.
+// It deletes an old cookie that held a raw token.
+func (s *FleetServer) renderLogin(w nethttp.ResponseWriter, r *nethttp.Request, code int, msg, next string) {
+	var csrf string
+	if c, err := r.Cookie(loginCookie); err == nil && secretPattern.MatchString(c.Value) {
+		csrf = c.Value
+	} else if csrf, err = newSecret(); err != nil {
+		s.renderError(w, nil, 0, err)
+		return
+	}
+	nethttp.SetCookie(w, cookieFor(r, loginCookie, csrf, loginMaxAge))
+	if _, err := r.Cookie(legacyCookie); err == nil {
+		nethttp.SetCookie(w, cookieFor(r, legacyCookie, "", -1))
+	}
+	s.render(w, code, page{tmpl: "login", title: "Sign in",
+		body: loginView{Error: msg, Next: next, CSRF: csrf, Lifetime: fmtLifetime(s.sessionLifetime())}}, nil, s.now().UTC())
+}
+
+// renderTooMany answers a client over its limit of failed requests.
+func (s *FleetServer) renderTooMany(w nethttp.ResponseWriter, tm *tooManyError) {
+	w.Header().Set("Retry-After", retryAfterSeconds(tm.wait))
+	s.renderError(w, nil, nethttp.StatusTooManyRequests, tm.appError())
+}
+
+// sessionLifetime is SessionLifetime, or the default when unset.
+func (s *FleetServer) sessionLifetime() time.Duration {
+	if s.SessionLifetime <= 0 {
+		return DefaultSessionLifetime
+	}
+	return s.SessionLifetime
+}
+
+// fmtLifetime says how long a sign-in lasts, in words.
+func fmtLifetime(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "1 hour"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " hours"
+	case d%time.Minute == 0:
+		return strconv.Itoa(int(d/time.Minute)) + " minutes"
+	}
+	return d.String()
+}
+
+// logout ends the session: it deletes it from the ledger, so that the
+// cookie is worthless on every replica even if copied, and clears the
+// cookies. Only this server's own form may do it, by the origin check and
+// the session's CSRF token, so that another site cannot sign people out
+// at will; the delete counts against the client's limit, since a made-up
+// cookie with its matching token costs a database write.
 func (s *FleetServer) logout(w nethttp.ResponseWriter, r *nethttp.Request) {
 	if r.Method != nethttp.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -268,29 +351,47 @@ func (s *FleetServer) logout(w nethttp.ResponseWriter, r *nethttp.Request) {
 		s.renderError(w, nil, nethttp.StatusForbidden, err)
 		return
 	}
-	nethttp.SetCookie(w, sessionCookieFor(r, "", -1))
-	nethttp.Redirect(w, r, "/login", nethttp.StatusSeeOther)
-}
-
-// sessionCookieFor builds the session cookie; a negative maxAge deletes it.
-func sessionCookieFor(r *nethttp.Request, value string, maxAge time.Duration) *nethttp.Cookie {
-	c := &nethttp.Cookie{Name: sessionCookie, Value: value, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
-		SameSite: nethttp.SameSiteStrictMode, MaxAge: int(maxAge / time.Second)}
-	if maxAge < 0 {
-		c.MaxAge = -1
+	r.Body = nethttp.MaxBytesReader(w, r.Body, s.MaxBody)
+	if err := r.ParseForm(); err != nil {
+		s.renderError(w, nil, nethttp.StatusBadRequest, gpuwarden.Errorf(gpuwarden.EInvalid, "the sign-out form did not parse").WithHint("send it again"))
+		return
 	}
-	return c
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if hash, ok := sessionHash(c.Value); ok {
+			if !validCSRF(c.Value, r.PostForm.Get(csrfField)) {
+				s.renderError(w, nil, nethttp.StatusForbidden, gpuwarden.Errorf(gpuwarden.EForbidden, "the sign-out form lacks this session's CSRF token").
+					WithHint("reload the page and use its Sign out button"))
+				return
+			}
+			if tm := s.admit(clientOf(r)); tm != nil {
+				s.renderTooMany(w, tm)
+				return
+			}
+			if err := s.store.DeleteSession(r.Context(), hash); err != nil {
+				s.renderError(w, nil, 0, err)
+				return
+			}
+		}
+	}
+	nethttp.SetCookie(w, cookieFor(r, sessionCookie, "", -1))
+	nethttp.SetCookie(w, cookieFor(r, legacyCookie, "", -1))
+	nethttp.Redirect(w, r, "/login", nethttp.StatusSeeOther)
 }
 
 // crossOrigin refuses browser requests sent from another origin: it trusts
 // Sec-Fetch-Site, and without it compares Origin with the Host. Origin
 // alone would not do: under Referrer-Policy no-referrer, which every answer
-// carries, a browser's own same-origin form posts "Origin: null".
+// carries, a browser's own same-origin form posts "Origin: null". A request
+// with neither header is no browser's, and passes.
 var crossOrigin = nethttp.NewCrossOriginProtection()
 
+// sameOrigin refuses an unsafe request from another origin (safe methods
+// pass): the check of /login, /logout and every request authenticated by
+// the session cookie, which a browser attaches to cross-site requests too.
 func sameOrigin(r *nethttp.Request) error {
 	if err := crossOrigin.Check(r); err != nil {
-		return gpuwarden.Errorf(gpuwarden.EForbidden, "cross-origin request refused").WithHint("use the form on this server's own pages")
+		return gpuwarden.Errorf(gpuwarden.EForbidden, "cross-origin request refused").
+			WithHint("use this server's own pages, or send the token in an Authorization header")
 	}
 	return nil
 }
@@ -494,7 +595,7 @@ type nodeRow struct {
 	Price                      string
 	LastSeen, LastSeenISO      string
 	Diagnosis                  string
-	Spot                       bool
+	Spot, Simulated            bool
 }
 
 func (s *FleetServer) nodeRows(nodes []gpuwarden.Node, now time.Time, curOf func(gpuwarden.Node) gpuwarden.Currency) []nodeRow {
@@ -512,7 +613,7 @@ func (s *FleetServer) nodeRow(n gpuwarden.Node, now time.Time, cur gpuwarden.Cur
 	st := NodeState(n, now, s.LostAfter)
 	row := nodeRow{ID: n.ID, Href: nodeURL(n.ID), Host: cmp.Or(n.Hostname, n.ID), Project: n.Project, ProjectHref: projectURL(n.Project),
 		Owner: n.Labels.Owner, Provider: n.Labels.Provider, Region: n.Labels.Region, Instance: n.Labels.InstanceType,
-		GPUs: gpuSummary(n.GPUs), State: st, StateClass: stateClass(st), Diagnosis: n.Live.Diagnosis, Spot: n.Labels.Spot,
+		GPUs: gpuSummary(n.GPUs), State: st, StateClass: stateClass(st), Diagnosis: n.Live.Diagnosis, Spot: n.Labels.Spot, Simulated: n.Labels.Simulated,
 		Price: "—", LastSeen: "never"}
 	if !n.Live.Time.IsZero() && st != gpuwarden.NodeStopped {
 		row.HasUtil = true

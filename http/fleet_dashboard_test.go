@@ -27,6 +27,8 @@ type dashFixture struct {
 	base  string
 	// client never follows redirects, so tests see the 303s themselves.
 	client *nethttp.Client
+	// sessions maps a token to the session cookie its sign-in set.
+	sessions map[string]string
 }
 
 func newDashFixture(t testing.TB) *dashFixture {
@@ -35,7 +37,7 @@ func newDashFixture(t testing.TB) *dashFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &dashFixture{t: t, store: store, srv: NewFleetServer(store, nil)}
+	f := &dashFixture{t: t, store: store, srv: NewFleetServer(store, nil), sessions: map[string]string{}}
 	f.srv.Now = func() time.Time { return fixtureNow }
 	ctx, cancel := context.WithCancel(context.Background())
 	addr, err := f.srv.Serve(ctx, "127.0.0.1:0", "", "")
@@ -68,10 +70,15 @@ func (f *dashFixture) token(project, role string) string {
 	return secret
 }
 
-// do sends a request with the token as the session cookie (a browser) and
-// returns the answer with its body read.
+// do sends a request as a browser signed in with a token would, and
+// returns the answer with its body read: a token (gw_…) is signed in
+// through the form once and its session cookie sent, any other cookie
+// value sent as the session cookie as it is.
 func (f *dashFixture) do(method, path, cookie string, form url.Values, header map[string]string) (*nethttp.Response, string) {
 	f.t.Helper()
+	if strings.HasPrefix(cookie, tokenPrefix) {
+		cookie = f.session(cookie)
+	}
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -99,6 +106,45 @@ func (f *dashFixture) do(method, path, cookie string, form url.Values, header ma
 		f.t.Fatal(err)
 	}
 	return resp, string(b)
+}
+
+// loginForm loads the sign-in form and returns the double-submit value its
+// cookie and its hidden field share.
+func (f *dashFixture) loginForm() string {
+	f.t.Helper()
+	resp, body := f.do("GET", "/login", "", nil, nil)
+	var cookie string
+	for _, c := range resp.Cookies() {
+		if c.Name == loginCookie {
+			cookie = c.Value
+		}
+	}
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+	if cookie == "" || m == nil || m[1] != cookie {
+		f.t.Fatalf("GET /login: login cookie %q, form field %q; want one value in both", cookie, m)
+	}
+	return cookie
+}
+
+// session signs a token in through the form, once, and returns the
+// session cookie it set; a token the form refuses comes back as it is, so
+// that a test sends it as a cookie and sees it refused.
+func (f *dashFixture) session(token string) string {
+	f.t.Helper()
+	if v, ok := f.sessions[token]; ok {
+		return v
+	}
+	csrf := f.loginForm()
+	resp, _ := f.do("POST", "/login", "", url.Values{"token": {token}, csrfField: {csrf}},
+		map[string]string{"Cookie": loginCookie + "=" + csrf})
+	v := token
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie && c.MaxAge > 0 {
+			v = c.Value
+		}
+	}
+	f.sessions[token] = v
+	return v
 }
 
 // seedFleet fills the ledger with a small fleet: two projects with budgets,
@@ -196,6 +242,10 @@ func seedFleet(t testing.TB, store gpuwarden.Fleet, now time.Time) []string {
 func TestFleetLogin(t *testing.T) {
 	f := newDashFixture(t)
 	good := f.token("ml", gpuwarden.RoleViewer)
+	// Each case posts the form it loaded: FORM is the form's double-submit
+	// value, in the hidden field and the login cookie alike.
+	withForm := func(v url.Values) url.Values { v.Set(csrfField, "FORM"); return v }
+	other := strings.Repeat("ab", 32)
 	tests := []struct {
 		name         string
 		form         url.Values
@@ -205,26 +255,39 @@ func TestFleetLogin(t *testing.T) {
 		wantCookie   bool
 		wantBody     string
 	}{
-		{"bad token", url.Values{"token": {"gw_0123456789abcdef_" + strings.Repeat("ab", 32)}}, nil, 401, "", false, "unknown, revoked or mistyped"},
-		{"not a token", url.Values{"token": {"hunter2"}}, nil, 401, "", false, `name="token" type="password"`},
-		{"empty", url.Values{}, nil, 401, "", false, "unknown, revoked or mistyped"},
-		{"good token", url.Values{"token": {good}}, nil, 303, "/", true, ""},
-		{"good token with blanks", url.Values{"token": {"  " + good + "\n"}}, nil, 303, "/", true, ""},
-		{"back to the page asked for", url.Values{"token": {good}, "next": {"/orphans?x=1"}}, nil, 303, "/orphans?x=1", true, ""},
-		{"never to another site", url.Values{"token": {good}, "next": {"//evil.example/"}}, nil, 303, "/", true, ""},
-		{"never to another site, backslash", url.Values{"token": {good}, "next": {"/\\evil.example/"}}, nil, 303, "/", true, ""},
-		{"same origin", url.Values{"token": {good}}, map[string]string{"Origin": "ORIGIN"}, 303, "/", true, ""},
-		{"cross origin", url.Values{"token": {good}}, map[string]string{"Origin": "http://evil.example"}, 403, "", false, "cross-origin"},
-		{"cross site fetch", url.Values{"token": {good}}, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "", false, "cross-origin"},
+		{"bad token", withForm(url.Values{"token": {"gw_0123456789abcdef_" + strings.Repeat("ab", 32)}}), nil, 401, "", false, "unknown, revoked or mistyped"},
+		{"not a token", withForm(url.Values{"token": {"hunter2"}}), nil, 401, "", false, `name="token" type="password"`},
+		{"empty", withForm(url.Values{}), nil, 401, "", false, "unknown, revoked or mistyped"},
+		{"good token", withForm(url.Values{"token": {good}}), nil, 303, "/", true, ""},
+		{"good token with blanks", withForm(url.Values{"token": {"  " + good + "\n"}}), nil, 303, "/", true, ""},
+		{"back to the page asked for", withForm(url.Values{"token": {good}, "next": {"/orphans?x=1"}}), nil, 303, "/orphans?x=1", true, ""},
+		{"never to another site", withForm(url.Values{"token": {good}, "next": {"//evil.example/"}}), nil, 303, "/", true, ""},
+		{"never to another site, backslash", withForm(url.Values{"token": {good}, "next": {"/\\evil.example/"}}), nil, 303, "/", true, ""},
+		{"same origin", withForm(url.Values{"token": {good}}), map[string]string{"Origin": "ORIGIN"}, 303, "/", true, ""},
+		{"cross origin", withForm(url.Values{"token": {good}}), map[string]string{"Origin": "http://evil.example"}, 403, "", false, "cross-origin"},
+		{"cross site fetch", withForm(url.Values{"token": {good}}), map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, "", false, "cross-origin"},
+		{"no form value", url.Values{"token": {good}}, nil, 403, "", false, "sign in again"},
+		{"another form's value", url.Values{"token": {good}, csrfField: {other}}, nil, 403, "", false, "sign in again"},
+		{"no login cookie", withForm(url.Values{"token": {good}}), map[string]string{"Cookie": ""}, 403, "", false, "sign in again"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			csrf := f.loginForm()
+			header := map[string]string{"Cookie": loginCookie + "=" + csrf}
 			for k, v := range tt.header {
 				if v == "ORIGIN" {
-					tt.header[k] = f.base
+					v = f.base
 				}
+				header[k] = v
 			}
-			resp, body := f.do("POST", "/login", "", tt.form, tt.header)
+			form := url.Values{}
+			for k, v := range tt.form {
+				if k == csrfField && v[0] == "FORM" {
+					v = []string{csrf}
+				}
+				form[k] = v
+			}
+			resp, body := f.do("POST", "/login", "", form, header)
 			if got := resp.StatusCode; got != tt.wantStatus {
 				t.Fatalf("status = %d, want %d\n%s", got, tt.wantStatus, body)
 			}
@@ -239,6 +302,9 @@ func TestFleetLogin(t *testing.T) {
 				if rc.Name == sessionCookie {
 					c = rc
 				}
+				if strings.Contains(rc.Value, good[len(good)-64:]) {
+					t.Errorf("cookie %s holds the token's secret", rc.Name)
+				}
 			}
 			if got := c != nil; got != tt.wantCookie {
 				t.Fatalf("session cookie set = %v, want %v", got, tt.wantCookie)
@@ -246,9 +312,10 @@ func TestFleetLogin(t *testing.T) {
 			if c == nil {
 				return
 			}
-			got := fmt.Sprintf("value=%v path=%s httponly=%v secure=%v samesite=%v maxage=%d",
-				c.Value == good, c.Path, c.HttpOnly, c.Secure, c.SameSite, c.MaxAge)
-			want := "value=true path=/ httponly=true secure=false samesite=3 maxage=43200"
+			_, isSession := sessionHash(c.Value)
+			got := fmt.Sprintf("session=%v path=%s httponly=%v secure=%v samesite=%v maxage=%d",
+				isSession, c.Path, c.HttpOnly, c.Secure, c.SameSite, c.MaxAge)
+			want := "session=true path=/ httponly=true secure=false samesite=3 maxage=43200"
 			if got != want {
 				t.Errorf("cookie %s, want %s (raw %q)", got, want, resp.Header.Get("Set-Cookie"))
 			}
@@ -259,17 +326,26 @@ func TestFleetLogin(t *testing.T) {
 		})
 	}
 	t.Run("form", func(t *testing.T) {
-		resp, body := f.do("GET", "/login?next=%2Fheatmap", "", nil, nil)
+		resp, body := f.do("GET", "/login?next=%2Fheatmap", "", nil, map[string]string{"Cookie": legacyCookie + "=" + good})
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET /login = %d", resp.StatusCode)
 		}
-		for _, want := range []string{`<form method="post" action="/login">`, `type="password"`, `name="next" value="/heatmap"`} {
+		for _, want := range []string{`<form method="post" action="/login">`, `type="password"`, `name="next" value="/heatmap"`,
+			`name="csrf" value="`, "signed in for 12 hours"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("login form lacks %q", want)
 			}
 		}
 		if strings.Contains(body, `id="page"`) || strings.Contains(body, scriptURL) {
 			t.Error("the login form refreshes itself; typing a token would be wiped")
+		}
+		// The cookie that held a raw token before sessions is deleted.
+		deleted := false
+		for _, c := range resp.Cookies() {
+			deleted = deleted || c.Name == legacyCookie && c.MaxAge < 0
+		}
+		if !deleted {
+			t.Errorf("the form leaves the old token cookie in place (Set-Cookie %q)", resp.Header.Values("Set-Cookie"))
 		}
 		checkHTMLHeaders(t, resp)
 	})
@@ -499,29 +575,50 @@ func TestFleetPagesAnswerGetAndHeadOnly(t *testing.T) {
 func TestFleetLogout(t *testing.T) {
 	f := newDashFixture(t)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
+	other := f.token(gpuwarden.AllProjects, gpuwarden.RoleViewer)
+	const form, otherForm, noSession = "FORM", "OTHER", "NONE"
 	tests := []struct {
-		name, method string
-		header       map[string]string
-		want         int
-		wantCleared  bool
+		name, method, csrf string
+		header             map[string]string
+		want               int
+		wantEnded          bool
 	}{
-		{"post", "POST", nil, 303, true},
-		{"same origin", "POST", map[string]string{"Origin": "ORIGIN"}, 303, true},
-		{"same origin fetch", "POST", map[string]string{"Sec-Fetch-Site": "same-origin"}, 303, true},
-		{"cross origin", "POST", map[string]string{"Origin": "http://evil.example"}, 403, false},
-		{"null origin", "POST", map[string]string{"Origin": "null"}, 403, false},
-		{"null origin from this site's own form", "POST", map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, 303, true},
-		{"cross site fetch", "POST", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}, 403, false},
-		{"get", "GET", nil, 405, false},
+		{"post", "POST", form, nil, 303, true},
+		{"same origin", "POST", form, map[string]string{"Origin": "ORIGIN"}, 303, true},
+		{"same origin fetch", "POST", form, map[string]string{"Sec-Fetch-Site": "same-origin"}, 303, true},
+		{"cross origin", "POST", form, map[string]string{"Origin": "http://evil.example"}, 403, false},
+		{"null origin", "POST", form, map[string]string{"Origin": "null"}, 403, false},
+		{"null origin from this site's own form", "POST", form, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, 303, true},
+		{"cross site fetch", "POST", form, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}, 403, false},
+		{"no CSRF token", "POST", "", nil, 403, false},
+		{"another session's CSRF token", "POST", otherForm, nil, 403, false},
+		{"not signed in", "POST", "", map[string]string{"Cookie": ""}, 303, false},
+		{"get", "GET", form, nil, 405, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			delete(f.sessions, admin) // a new session for each case
+			sess := f.session(admin)
+			page, body := f.do("GET", "/", sess, nil, nil)
+			m := regexp.MustCompile(`action="/logout"><input type="hidden" name="csrf" value="([0-9a-f]+)">`).FindStringSubmatch(body)
+			if page.StatusCode != 200 || m == nil {
+				t.Fatalf("GET / = %d without the sign-out form's CSRF token:\n%s", page.StatusCode, body)
+			}
+			values := url.Values{}
+			switch tt.csrf {
+			case form:
+				values.Set(csrfField, m[1])
+			case otherForm:
+				values.Set(csrfField, csrfToken(f.session(other)))
+			}
+			header := map[string]string{}
 			for k, v := range tt.header {
 				if v == "ORIGIN" {
-					tt.header[k] = f.base
+					v = f.base
 				}
+				header[k] = v
 			}
-			resp, body := f.do(tt.method, "/logout", admin, nil, tt.header)
+			resp, body := f.do(tt.method, "/logout", sess, values, header)
 			if resp.StatusCode != tt.want {
 				t.Fatalf("%s /logout = %d, want %d\n%s", tt.method, resp.StatusCode, tt.want, body)
 			}
@@ -531,11 +628,17 @@ func TestFleetLogout(t *testing.T) {
 					cleared = true
 				}
 			}
-			if cleared != tt.wantCleared {
-				t.Errorf("cookie cleared = %v, want %v (Set-Cookie %q)", cleared, tt.wantCleared, resp.Header.Values("Set-Cookie"))
+			if want := tt.want == 303; cleared != want {
+				t.Errorf("cookie cleared = %v, want %v (Set-Cookie %q)", cleared, want, resp.Header.Values("Set-Cookie"))
 			}
 			if tt.want == 303 && resp.Header.Get("Location") != "/login" {
 				t.Errorf("Location = %q, want /login", resp.Header.Get("Location"))
+			}
+			// Sign-out ends the session on the server: a copy of the cookie
+			// opens nothing any more.
+			after, _ := f.do("GET", "/", sess, nil, nil)
+			if ended := after.StatusCode == 303; ended != tt.wantEnded {
+				t.Errorf("after the sign-out, GET / with the old cookie = %d; session ended = %v, want %v", after.StatusCode, ended, tt.wantEnded)
 			}
 		})
 	}
@@ -630,6 +733,8 @@ func TestFleetOverviewGolden(t *testing.T) {
 			_, body := f.do("GET", tt.path, admin, nil, nil)
 			// Asset versions change with every edit of style.css.
 			got := regexp.MustCompile(`\?v=[0-9a-f]+`).ReplaceAllString(body, "?v=VERSION")
+			// So do sessions, and with them the sign-out form's CSRF token.
+			got = regexp.MustCompile(`name="csrf" value="[0-9a-f]+"`).ReplaceAllString(got, `name="csrf" value="CSRF"`)
 			path := filepath.Join("testdata", tt.golden)
 			if *update {
 				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -644,5 +749,22 @@ func TestFleetOverviewGolden(t *testing.T) {
 				t.Errorf("GET %s differs from %s (go test -run TestFleetOverviewGolden -update rewrites it):\n%s", tt.path, path, lineDiff(string(want), got))
 			}
 		})
+	}
+}
+
+// A box running on simulated GPUs is badged as such on the overview and on
+// its own page, so its figures are never read as a real box's.
+func TestFleetBadgesSimulatedNodes(t *testing.T) {
+	f := newDashFixture(t)
+	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
+	sim := gpuwarden.Node{ID: "sim-1", Project: "ml", Hostname: "laptop", TokenID: "x", Registered: fixtureNow,
+		Labels: gpuwarden.NodeLabels{Owner: "ana", Simulated: true}}
+	if _, err := f.store.RegisterNode(context.Background(), sim); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/": `<span class="badge warn">simulated</span>`, "/nodes/sim-1": "simulated GPUs"} {
+		if _, body := f.do("GET", path, admin, nil, nil); !strings.Contains(body, want) {
+			t.Errorf("%s lacks the simulated badge %q", path, want)
+		}
 	}
 }

@@ -32,7 +32,12 @@ type fleetFixture struct {
 
 func newFleetFixture(t testing.TB, tune func(*FleetServer)) *fleetFixture {
 	t.Helper()
-	dir := t.TempDir()
+	return newFleetFixtureAt(t, t.TempDir(), tune)
+}
+
+// newFleetFixtureAt keeps the ledger in dir, a folder the test may fill.
+func newFleetFixtureAt(t testing.TB, dir string, tune func(*FleetServer)) *fleetFixture {
+	t.Helper()
 	store, err := sqlite.OpenFleet(context.Background(), filepath.Join(dir, "server.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +340,8 @@ func TestFleetBadRequests(t *testing.T) {
 		{"wrong type", "POST", "/api/v1/heartbeat", `{"node":7}`, 400},
 		{"bad state", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "n1", State: "dancing"}, 400},
 		{"util over 100", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "n1", State: "running", GPUUtil: 101}, 400},
-		{"unknown node", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "zz", State: "running"}, 404},
+		{"unknown node", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "zz", State: "running", Time: fixtureNow}, 404},
+		{"heartbeat without a time", "POST", "/api/v1/heartbeat", gpuwarden.Heartbeat{Node: "n1", State: "running"}, 400},
 		{"too big", "POST", "/api/v1/nodes/n1/batch", `{"events":[` + strings.Repeat(`{"seq":1},`, 1000) + `{}]}`, 413},
 		{"minute off the minute", "POST", "/api/v1/nodes/n1/batch", gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(time.Second), Samples: 1}}}, 400},
 		{"minute in the future", "POST", "/api/v1/nodes/n1/batch", gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(time.Hour), Samples: 1}}}, 400},
@@ -367,6 +373,62 @@ func TestFleetBadRequests(t *testing.T) {
 	// What was refused left nothing behind that breaks a later read.
 	if got, body, _ := f.call("GET", "/api/v1/events", agent, nil); got != 200 {
 		t.Errorf("events after the bad requests = %d, want 200 (%s)", got, body)
+	}
+}
+
+// TestFleetOneTimeWindow: every time an agent reports as happening lies
+// within 35 days before and 5 minutes after the server's clock, whatever
+// its kind; a start time (idle_since) only not in the future.
+func TestFleetOneTimeWindow(t *testing.T) {
+	f := newFleetFixture(t, func(s *FleetServer) { s.RatePerSec = 0 })
+	agent := f.token("ml", gpuwarden.RoleAgent)
+	f.register(agent, node("n1", "ana"))
+	now := fixtureNow
+	beat := func(at, idle time.Time) gpuwarden.Heartbeat {
+		return gpuwarden.Heartbeat{Node: "n1", State: "running", Time: at, IdleSince: idle}
+	}
+	minute := func(at time.Time) gpuwarden.FleetBatch {
+		return gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: at.Truncate(time.Minute), Samples: 1}}}
+	}
+	seq := int64(0)
+	event := func(at time.Time) gpuwarden.FleetBatch {
+		seq++
+		return gpuwarden.FleetBatch{Events: []gpuwarden.Event{{Seq: seq, Time: at, Kind: "x"}}}
+	}
+	year9999 := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	launched := func(id string, at time.Time) gpuwarden.Node {
+		n := node(id, "ana")
+		n.Labels.LaunchedAt = at
+		return n
+	}
+	tests := []struct {
+		name, path string
+		body       any
+		want       int
+	}{
+		{"heartbeat now", "/api/v1/heartbeat", beat(now, time.Time{}), 204},
+		{"heartbeat 4 min ahead", "/api/v1/heartbeat", beat(now.Add(4*time.Minute), time.Time{}), 204},
+		{"heartbeat 10 min ahead", "/api/v1/heartbeat", beat(now.Add(10*time.Minute), time.Time{}), 400},
+		{"heartbeat in year 9999", "/api/v1/heartbeat", beat(year9999, time.Time{}), 400},
+		{"heartbeat 36 days old", "/api/v1/heartbeat", beat(now.Add(-36*24*time.Hour), time.Time{}), 400},
+		{"idle for 60 days", "/api/v1/heartbeat", beat(now, now.Add(-60*24*time.Hour)), 204},
+		{"idle from the future", "/api/v1/heartbeat", beat(now, now.Add(time.Hour)), 400},
+		{"minute 34 days old", "/api/v1/nodes/n1/batch", minute(now.Add(-34 * 24 * time.Hour)), 200},
+		{"minute 36 days old", "/api/v1/nodes/n1/batch", minute(now.Add(-36 * 24 * time.Hour)), 400},
+		{"minute 10 min ahead", "/api/v1/nodes/n1/batch", minute(now.Add(10 * time.Minute)), 400},
+		{"event now", "/api/v1/nodes/n1/batch", event(now), 200},
+		{"event 10 min ahead", "/api/v1/nodes/n1/batch", event(now.Add(10 * time.Minute)), 400},
+		{"event in year 9999", "/api/v1/nodes/n1/batch", event(year9999), 400},
+		{"event 36 days old", "/api/v1/nodes/n1/batch", event(now.Add(-36 * 24 * time.Hour)), 400},
+		{"launched a year ago", "/api/v1/register", launched("n2", now.Add(-365*24*time.Hour)), 200},
+		{"launched in the future", "/api/v1/register", launched("n3", now.Add(time.Hour)), 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, body, _ := f.call("POST", tt.path, agent, tt.body); got != tt.want {
+				t.Errorf("status = %d, want %d (%s)", got, tt.want, body)
+			}
+		})
 	}
 }
 

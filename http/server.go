@@ -223,7 +223,7 @@ func statusOf(c gpuwarden.ErrorCode) int {
 		return nethttp.StatusConflict
 	case gpuwarden.EFinding:
 		return nethttp.StatusUnprocessableEntity
-	case gpuwarden.EEnvironment:
+	case gpuwarden.EEnvironment, gpuwarden.EUnavailable:
 		return nethttp.StatusServiceUnavailable
 	default:
 		return nethttp.StatusInternalServerError
@@ -237,7 +237,14 @@ type errorBody struct {
 	Hint  string `json:"hint,omitempty"`
 }
 
+// retryAfter is what a 503 asks a client to wait: agents back off on their
+// own schedule, and a load balancer or script reads the header.
+const retryAfter = "5"
+
 func writeJSONError(w nethttp.ResponseWriter, status int, err error) {
+	if status == nethttp.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(errorBody{
 		Error: err.Error(),

@@ -10,6 +10,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/yamlread"
 )
 
 //go:embed rules.yaml
@@ -21,9 +22,21 @@ type ruleFile struct {
 	Rules []gpuwarden.LaunchRule `yaml:"rules"`
 }
 
+// rulesFile is how yamlread reads rules.yaml, with the limits every YAML
+// file gpuwarden reads shares; the file is compiled in, so a broken limit is
+// a build defect the tests catch.
+var rulesFile = yamlread.File{Kind: "rules file", MaxBytes: 256 << 10, SizeHint: "keep the built-in rules short"}
+
 var defaultRules = sync.OnceValues(func() ([]gpuwarden.LaunchRule, error) {
 	var f ruleFile
-	if err := yaml.UnmarshalWithOptions(rulesYAML, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
+	file, err := rulesFile.Parse(rulesYAML)
+	if err != nil {
+		return nil, fmt.Errorf("rules.yaml: %w", err)
+	}
+	if len(file.Docs) != 1 || file.Docs[0].Body == nil {
+		return nil, fmt.Errorf("rules.yaml: want one YAML document, not %d", len(file.Docs))
+	}
+	if err := yaml.NodeToValue(file.Docs[0].Body, &f, yaml.Strict(), yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("rules.yaml: %w", err)
 	}
 	for i, r := range f.Rules {

@@ -25,7 +25,13 @@ func RunFleet(t *testing.T, open FleetOpener) {
 	}{
 		{"Projects", testProjects},
 		{"Tokens", testTokens},
+		{"Sessions", testSessions},
+		{"SessionsRetain", testSessionsRetain},
+		{"SessionsShared", testSessionsShared},
 		{"RegisterNode", testRegisterNode},
+		{"RegisterNodeIdentity", testRegisterIdentity},
+		{"RegisterNodeIdentityRace", testRegisterIdentityRace},
+		{"CreateFirstToken", testCreateFirstToken},
 		{"Heartbeats", testHeartbeats},
 		{"IngestIdempotent", testIngestIdempotent},
 		{"IngestRefusesBadBatches", testIngestInvalid},

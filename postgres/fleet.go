@@ -74,7 +74,20 @@ func (f *Fleet) wrap(op string, err error) error {
 	if errors.As(err, &app) {
 		return err
 	}
+	if unavailable(err) {
+		return &gpuwarden.Error{Code: gpuwarden.EUnavailable, Message: op + " " + f.name, Err: err, Hint: unavailableHint}
+	}
 	return fmt.Errorf("%s %s: %w", op, f.name, err)
+}
+
+// Ready rewrites the newest migration row and commits: a write that needs
+// the primary, its disk and a connection, which is what agents need.
+func (f *Fleet) Ready(ctx context.Context) error {
+	_, err := f.pool.Exec(ctx, "UPDATE schema_migrations SET version = version WHERE version = (SELECT MAX(version) FROM schema_migrations)")
+	if err != nil {
+		return f.wrap("write a readiness probe", err)
+	}
+	return nil
 }
 
 // PutProject creates a project or updates its budget and currency, keeping
@@ -183,10 +196,11 @@ func (f *Fleet) RevokeToken(ctx context.Context, id string, at time.Time) error 
 	return nil
 }
 
-// RegisterNode inserts a node or, after the ownership checks, updates what
-// the box says about itself; it returns the node as stored. The stored row
-// is locked before the checks, so that two registrations of one node take
-// turns.
+// RegisterNode inserts a node or, after the ownership and identity checks,
+// updates what the box says about itself; it returns the node as stored.
+// The stored row is locked before the checks, so that two registrations of
+// one node take turns, also through two servers on one database: the
+// second waits on the first's insert or lock and then sees its identity.
 func (f *Fleet) RegisterNode(ctx context.Context, n gpuwarden.Node) (gpuwarden.Node, error) {
 	args, err := fleetrow.EncodeNode(n)
 	if err != nil {
@@ -199,20 +213,20 @@ func (f *Fleet) RegisterNode(ctx context.Context, n gpuwarden.Node) (gpuwarden.N
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			var project, token string
-			if err := tx.QueryRow(ctx, fleetrow.NodeOwnerSQL+" FOR UPDATE", n.ID).Scan(&project, &token); err != nil {
+			var h fleetrow.NodeHolder
+			if err := tx.QueryRow(ctx, fleetrow.NodeOwnerSQL+" FOR UPDATE", n.ID).Scan(h.Dest()...); err != nil {
 				return err
 			}
 			valid := false
-			if token != n.TokenID {
+			if h.TokenID != n.TokenID {
 				var revoked *int64
-				err := tx.QueryRow(ctx, fleetrow.TokenRevokedSQL, token).Scan(&revoked)
+				err := tx.QueryRow(ctx, fleetrow.TokenRevokedSQL, h.TokenID).Scan(&revoked)
 				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 					return err
 				}
 				valid = err == nil && revoked == nil
 			}
-			if err := fleetrow.CheckRegister(n, project, token, valid); err != nil {
+			if err := fleetrow.CheckRegister(n, h, valid); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, fleetrow.UpdateNodeSQL, args.Update()...); err != nil {
@@ -475,6 +489,7 @@ func (f *Fleet) Retain(ctx context.Context, now time.Time) error {
 	for _, c := range fleetrow.Cutoffs(now) {
 		b.Queue("DELETE FROM "+c.Table+" WHERE "+c.Column+" < $1", c.Before)
 	}
+	b.Queue(fleetrow.SweepSessionsSQL, now.UnixMilli())
 	if err := f.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return f.wrap("retain", err)
 	}

@@ -86,7 +86,6 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 	from := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
 	to := from.AddDate(0, 1, 0)
 	left := to.Sub(minTime(maxTime(now, from), to))
-	leftHours := gpuwarden.MicrosFromFloat(left.Hours())
 
 	ix := newIndex(in)
 	keyOf := func(n *gpuwarden.Node) string {
@@ -166,7 +165,10 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 	for k, a := range rows {
 		row := SpendRow{Key: k.key, Currency: k.cur, Spent: gpuwarden.CentsOf(a.spent), Nodes: len(a.nodes),
 			Running: a.running, HourlyBurn: a.burn}
-		row.Forecast = row.Spent + gpuwarden.MulCents(a.burn, leftHours)
+		row.Forecast = row.Spent // a month that is over forecasts what it spent
+		if now.Before(to) {
+			row.Forecast = gpuwarden.MonthForecast(row.Spent, a.burn, maxTime(now, from))
+		}
 		if by == ByProject {
 			if p := ix.projects[k.key]; p != nil && p.Budget > 0 && p.Currency == k.cur {
 				row.Budget = &BudgetUse{Limit: p.Budget, SpentPercent: percentOf(row.Spent, p.Budget),

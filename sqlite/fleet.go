@@ -83,7 +83,23 @@ func (f *Fleet) wrap(op string, err error) error {
 	if errors.As(err, &app) {
 		return err
 	}
+	if unavailable(err) {
+		return &gpuwarden.Error{Code: gpuwarden.EUnavailable, Message: op + " " + f.path, Err: err, Hint: unavailableHint}
+	}
 	return fmt.Errorf("%s %s: %w", op, f.path, err)
+}
+
+// Ready rewrites the newest migration row and commits: the smallest write
+// that still needs the disk and the write lock.
+func (f *Fleet) Ready(ctx context.Context) error {
+	err := f.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE schema_migrations SET version = version WHERE version = (SELECT MAX(version) FROM schema_migrations)")
+		return err
+	})
+	if err != nil {
+		return f.wrap("write a readiness probe", err)
+	}
+	return nil
 }
 
 // inTx runs fn in one transaction, committed when fn returns nil; with
@@ -211,8 +227,11 @@ func (f *Fleet) RevokeToken(ctx context.Context, id string, at time.Time) error 
 	return nil
 }
 
-// RegisterNode inserts a node or, after the ownership checks, updates what
-// the box says about itself; it returns the node as stored.
+// RegisterNode inserts a node or, after the ownership and identity checks,
+// updates what the box says about itself; it returns the node as stored.
+// The transaction holds the write lock from its start, so the check and
+// the update of two registrations of one node, even from two processes on
+// one file, take turns.
 func (f *Fleet) RegisterNode(ctx context.Context, n gpuwarden.Node) (gpuwarden.Node, error) {
 	args, err := fleetrow.EncodeNode(n)
 	if err != nil {
@@ -227,20 +246,20 @@ func (f *Fleet) RegisterNode(ctx context.Context, n gpuwarden.Node) (gpuwarden.N
 		if inserted, err := res.RowsAffected(); err != nil {
 			return err
 		} else if inserted == 0 {
-			var project, token string
-			if err := tx.QueryRowContext(ctx, fleetrow.NodeOwnerSQL, n.ID).Scan(&project, &token); err != nil {
+			var h fleetrow.NodeHolder
+			if err := tx.QueryRowContext(ctx, fleetrow.NodeOwnerSQL, n.ID).Scan(h.Dest()...); err != nil {
 				return err
 			}
 			valid := false
-			if token != n.TokenID {
+			if h.TokenID != n.TokenID {
 				var revoked sql.NullInt64
-				err := tx.QueryRowContext(ctx, fleetrow.TokenRevokedSQL, token).Scan(&revoked)
+				err := tx.QueryRowContext(ctx, fleetrow.TokenRevokedSQL, h.TokenID).Scan(&revoked)
 				if err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return err
 				}
 				valid = err == nil && !revoked.Valid
 			}
-			if err := fleetrow.CheckRegister(n, project, token, valid); err != nil {
+			if err := fleetrow.CheckRegister(n, h, valid); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, fleetrow.UpdateNodeSQL, args.Update()...); err != nil {
@@ -456,6 +475,9 @@ func (f *Fleet) Events(ctx context.Context, q gpuwarden.EventQuery) ([]gpuwarden
 // older than FleetHourRetention, in chunks of retainChunk rows so that the
 // writer is never held for long.
 func (f *Fleet) Retain(ctx context.Context, now time.Time) error {
+	if err := f.sweepSessions(ctx, now); err != nil {
+		return err
+	}
 	for _, c := range fleetrow.Cutoffs(now) {
 		query := "DELETE FROM " + c.Table + " WHERE rowid IN (SELECT rowid FROM " + c.Table +
 			" WHERE " + c.Column + " < $1 LIMIT $2)"

@@ -253,12 +253,43 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return gpuwarden.Errorf(gpuwarden.EConflict, "schema version %d is newer than this gpuwarden knows (%d)", newest.Int64, known).
 			WithHint("run the gpuwarden that wrote it, or move the file aside to start a new ledger")
 	}
+	applied, err := appliedVersions(ctx, db)
+	if err != nil {
+		return err
+	}
 	for _, m := range ms {
+		// Only a missing migration takes the write lock: an open while
+		// another process writes must not wait for it once per file.
+		if applied[m.version] {
+			continue
+		}
 		if err := apply(ctx, db, m); err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
 	}
 	return nil
+}
+
+// appliedVersions reads which migrations the file has, without a write
+// lock; apply checks again inside its transaction.
+func appliedVersions(ctx context.Context, db *sql.DB) (map[int]bool, error) {
+	rows, err := db.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("read schema versions: %w", err)
+		}
+		applied[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read schema versions: %w", err)
+	}
+	return applied, nil
 }
 
 func apply(ctx context.Context, db *sql.DB, m migration) error {

@@ -273,3 +273,31 @@ func TestNoticePolicy(t *testing.T) {
 		})
 	}
 }
+
+// A job that ends as a notice comes is judged by its own exit: nothing is
+// sent to a job already gone, and the attempt counts as ended by itself, so
+// a finished job is not "preempted (exit 0)".
+func TestStopOfAFinishedJobSendsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	c, err := h.s.resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{c: &c, events: newNoticeBook(&c), commitCh: make(chan struct{}, 1)}
+	p, err := Start(context.Background(), []string{"/bin/sh", "-c", "echo done: step 200"}, nil, "", h.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := p.Wait(); !ex.OK() {
+		t.Fatalf("the job failed: %s", ex)
+	}
+	ev, _ := r.events.take(gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticePreemption, At: time.Now().Add(time.Minute), ID: "aws-spot-instance-action"})
+	cancelled, signalled := r.stop(context.Background(), p, time.Second, ev, c.Log)
+	if cancelled || signalled || stopEnding(cancelled, signalled) != endedByItself {
+		t.Errorf("stop of a finished job: cancelled %v signalled %v; want neither, and the job's own exit to decide", cancelled, signalled)
+	}
+	if rec := r.events.records()[0]; !strings.Contains(rec.Detail, "already ended") || rec.Signal != "" {
+		t.Errorf("record %+v: want nothing sent and why", rec)
+	}
+}

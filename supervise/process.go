@@ -418,6 +418,18 @@ func (p *Proc) sample() {
 	}
 }
 
+// ended reports whether the leader has exited, reaped or still a zombie:
+// a signal sent now would not land, and the job's own exit is its result.
+func (p *Proc) ended() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	st, ok := readProcStat(p.pid)
+	return !ok || st.state == 'Z' || st.state == 'X'
+}
+
 // Pid returns the leader's process ID, which is also the group's ID.
 func (p *Proc) Pid() int { return p.pid }
 

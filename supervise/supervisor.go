@@ -559,7 +559,9 @@ func (r *runner) supervise(ctx context.Context, p *Proc, log *slog.Logger) endin
 			return endedByItself
 		case <-ctx.Done():
 			log.Info("supervisor stopping; checkpointing the job")
-			r.stop(ctx, p, c.Grace, nil, log)
+			if _, signalled := r.stop(ctx, p, c.Grace, nil, log); !signalled {
+				return endedByItself
+			}
 			return endedCancelled
 		case nt, open := <-r.notices:
 			if !open {
@@ -570,10 +572,7 @@ func (r *runner) supervise(ctx context.Context, p *Proc, log *slog.Logger) endin
 			switch act {
 			case actStop:
 				log.Info("notice: checkpointing and stopping the job", "provider", nt.Provider, "kind", nt.Kind, "at", nt.At, "id", nt.ID)
-				if cancelled := r.stop(ctx, p, r.graceFor(ev), ev, log); cancelled {
-					return endedCancelled
-				}
-				return endedForNotice
+				return stopEnding(r.stop(ctx, p, r.graceFor(ev), ev, log))
 			case actInsurance:
 				if insurance == nil {
 					insurance = r.insure(p, ev, log)
@@ -584,10 +583,7 @@ func (r *runner) supervise(ctx context.Context, p *Proc, log *slog.Logger) endin
 		case <-dueC:
 			log.Info("scheduled event close: checkpointing and stopping the job", "kind", due.n.Kind, "at", due.n.At, "id", due.n.ID)
 			r.events.stopping(due)
-			if cancelled := r.stop(ctx, p, r.graceFor(due), due, log); cancelled {
-				return endedCancelled
-			}
-			return endedForNotice
+			return stopEnding(r.stop(ctx, p, r.graceFor(due), due, log))
 		case <-r.commitCh:
 			if insurance != nil && r.commitsSince(insurance.base) {
 				r.events.answered(insurance.ev, r.newestName())
@@ -606,6 +602,19 @@ func (r *runner) supervise(ctx context.Context, p *Proc, log *slog.Logger) endin
 			c.OnState(StateRunning)
 		}
 	}
+}
+
+// stopEnding says how an attempt stopped for a notice ended: by itself
+// when the job was gone before any signal landed, so that its own exit
+// decides (a finished job is not "preempted").
+func stopEnding(cancelled, signalled bool) ending {
+	switch {
+	case !signalled:
+		return endedByItself
+	case cancelled:
+		return endedCancelled
+	}
+	return endedForNotice
 }
 
 // insuranceWait is a checkpoint asked for while the job keeps running.
@@ -664,22 +673,29 @@ func (r *runner) graceFor(ev *event) time.Duration {
 // grace, since many jobs save on SIGTERM; the signal's default action
 // would kill it with nothing saved. Notices arriving during the stop are
 // taken as answered by it.
-func (r *runner) stop(ctx context.Context, p *Proc, grace time.Duration, ev *event, log *slog.Logger) (cancelled bool) {
+func (r *runner) stop(ctx context.Context, p *Proc, grace time.Duration, ev *event, log *slog.Logger) (cancelled, signalled bool) {
 	c := r.c
-	c.OnState(StateCheckpointing)
-	base := r.commitCount()
 	ctxDone := ctx.Done()
 	if ctx.Err() != nil {
 		cancelled, ctxDone = true, nil
 	}
+	if p.ended() {
+		// It finished as the notice came: nothing was sent, nothing to stop.
+		r.events.note(ev, "the job had already ended; nothing was sent")
+		return cancelled, false
+	}
+	c.OnState(StateCheckpointing)
+	base := r.commitCount()
 	termWait := c.StopWait
 	sent, err := p.SignalCatchers(c.CheckpointSignal)
 	switch {
 	case errors.Is(err, os.ErrProcessDone):
-		return cancelled
+		r.events.note(ev, "the job had already ended; nothing was sent")
+		return cancelled, false
 	case err != nil:
 		log.Warn("checkpoint signal", "err", err)
 	}
+	signalled = true
 	if len(sent) == 0 {
 		why := fmt.Sprintf("no process of the job catches %s: sent SIGTERM with the whole %s grace instead", signalName(c.CheckpointSignal), grace)
 		log.Warn("the job does not catch the checkpoint signal; stopping it with SIGTERM and the full grace", "signal", signalName(c.CheckpointSignal), "grace", grace)
@@ -697,7 +713,7 @@ func (r *runner) stop(ctx context.Context, p *Proc, grace time.Duration, ev *eve
 			select {
 			case <-p.Done():
 				r.answered(ev, base)
-				return cancelled
+				return cancelled, signalled
 			case <-resend:
 				resend = nil
 				r.resend(p, base, ev, log)
@@ -729,13 +745,13 @@ func (r *runner) stop(ctx context.Context, p *Proc, grace time.Duration, ev *eve
 		select {
 		case <-p.Done():
 			r.answered(ev, base)
-			return cancelled
+			return cancelled, signalled
 		case <-term.C:
 			log.Warn("job ignored SIGTERM; killing it", "wait", termWait)
 			_ = p.KillGroup(syscall.SIGKILL)
 			<-p.Done()
 			r.answered(ev, base)
-			return cancelled
+			return cancelled, signalled
 		case <-ctxDone:
 			cancelled, ctxDone = true, nil
 		case nt, open := <-r.notices:

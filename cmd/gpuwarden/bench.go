@@ -71,7 +71,7 @@ of --minutes one-minute samples every 10 s, as a real agent catching up would.
 It reports heartbeats per second and the latency percentiles, and exits 1 when
 the budget (--min-rate, --max-p99) is missed.
 
-` + exitCodesHelp,
+` + exitCodes("0  the run met its budget (--min-rate, --max-p99)", "1  it missed the budget", "2  bad input or usage: a flag, an unreachable --db", "4  internal error"),
 		Example: `  gpuwarden bench fleet --agents 1000
   gpuwarden bench fleet --agents 1000 --db postgres://bench@127.0.0.1/bench -o json`,
 		Args: cobra.NoArgs,

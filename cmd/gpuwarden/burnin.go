@@ -45,8 +45,8 @@ to the ledger under this node's ID (host name + GPU UUIDs and serials), where
 
 The GPU work runs in a child process per GPU, killed at --timeout.
 
-` + exitCodesHelp + `
-  (exit 1 here means WARN or FAIL; --fail-on fail lets WARN pass)`,
+` + exitCodes("0  PASS", "1  WARN or FAIL (--fail-on fail lets WARN pass)", "2  bad input or usage", "3  no driver or no GPU",
+			"4  internal error, or a GPU check that hung past --timeout"),
 		Example: `  gpuwarden burnin --quick
   gpuwarden burnin --duration 30m -o json > burnin.json
   gpuwarden burnin --quick --simulate 1xH100,fault=badmem`,
@@ -74,6 +74,7 @@ The GPU work runs in a child process per GPU, killed at --timeout.
 				return err
 			}
 			defer gpus.Close()
+			dataDir = simulatedDataDir(cmd, dataDir, g.simulate)
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", dataDir, err)
 			}
@@ -242,7 +243,7 @@ func (a *app) nodesCommand() *cobra.Command {
 GPU UUIDs and serials), how many runs it had, how many warned or failed, the
 memory, ECC and Xid errors seen, and its error rate — so a bad host shows up.
 
-` + exitCodesHelp,
+` + exitCodes("0  listed", "2  bad usage", "4  internal error: the ledger could not be read"),
 		Example: `  gpuwarden nodes
   gpuwarden nodes -o json`,
 		Args: cobra.NoArgs,

@@ -17,7 +17,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Canary's own exit codes, as its help documents them.
+// Canary's own exit codes, as its help documents them. A missing lock and,
+// under --strict, a partial pass share canaryDrift: each means "this box is
+// not shown to run the stack the job was proven on".
 const (
 	canaryOK       = 0
 	canaryDrift    = 1
@@ -28,12 +30,52 @@ const (
 
 // The check statuses, mildest first.
 const (
-	statusOK    = "ok"
-	statusSkip  = "skip"
-	statusWarn  = "warn"
-	statusDrift = "drift"
-	statusFail  = "FAIL"
+	statusOK      = "ok"
+	statusSkip    = "skip"
+	statusWarn    = "warn"
+	statusDrift   = "drift"
+	statusMissing = "missing"
+	statusFail    = "FAIL"
 )
+
+// The verdicts, as -o json spells them; the table shows them in capitals,
+// partial as "OK (partial)".
+const (
+	verdictOK       = "ok"
+	verdictPartial  = "partial"
+	verdictDrift    = "drift"
+	verdictNoLock   = "no-lock"
+	verdictFault    = "gpu-fault"
+	verdictNoDriver = "no-driver"
+)
+
+// Why a locked field was not compared. Each names the flag that caused it,
+// so that the reader knows how to get a complete check.
+const (
+	whyNoGPU        = "no GPU on this box (--cpu-ok)"
+	whyNoFrameworks = "framework probes off (--no-frameworks)"
+)
+
+// skipRule is a group of locked fields a flag leaves unprobed; kind names
+// the group in the lock rows ("8 GPU fields not compared: ...").
+type skipRule struct {
+	kind, why string
+	prefixes  []string
+}
+
+var (
+	skipGPU        = skipRule{"GPU", whyNoGPU, []string{"gpu.", "driver.", "cuda."}}
+	skipFrameworks = skipRule{"framework", whyNoFrameworks, []string{"python."}}
+)
+
+func (s skipRule) covers(field string) bool {
+	for _, p := range s.prefixes {
+		if strings.HasPrefix(field, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // check is one line of the canary's table.
 type check struct {
@@ -43,18 +85,39 @@ type check struct {
 	Detail string `json:"detail"`
 }
 
-// canaryReport is what `canary -o json` prints.
+// canaryReport is what `canary -o json` prints. Complete, Compared, Ignored
+// and Skipped say what the verdict rests on, so that a script can tell a
+// full pass from one that left out what the lock pins.
 type canaryReport struct {
-	Verdict  string            `json:"verdict"`
-	ExitCode int               `json:"exit_code"`
-	Seconds  float64           `json:"seconds"`
-	Lock     string            `json:"lock,omitempty"`
+	Verdict  string  `json:"verdict"`
+	ExitCode int     `json:"exit_code"`
+	Seconds  float64 `json:"seconds"`
+	// Lock is the lock file's path; absent under --no-lock.
+	Lock string `json:"lock,omitempty"`
+	// Complete is false when a check or a locked field was skipped, or the
+	// lock is missing: the verdict is then partial at best.
+	Complete bool              `json:"complete"`
+	Compared []string          `json:"compared"`
+	Ignored  []string          `json:"ignored"`
+	Skipped  []canary.Skipped  `json:"skipped"`
 	Driver   *gpuwarden.Driver `json:"driver,omitempty"`
 	GPUs     []gpuwarden.GPU   `json:"gpus"`
 	Checks   []check           `json:"checks"`
 	Drift    []gpuwarden.Drift `json:"drift"`
 	Facts    gpuwarden.Facts   `json:"facts"`
 	Notes    []string          `json:"notes"`
+
+	// gpuSkipped is set when --cpu-ok let a host without a driver through,
+	// so that no GPU check ran; lockRead when a lock was compared, and
+	// lockMissing when there was none to compare.
+	gpuSkipped, lockRead, lockMissing bool
+}
+
+// newCanaryReport starts a report against the lock at path ("" under
+// --no-lock), its lists empty rather than nil so that JSON shows [].
+func newCanaryReport(path string) *canaryReport {
+	return &canaryReport{Lock: path, Compared: []string{}, Ignored: []string{}, Skipped: []canary.Skipped{},
+		GPUs: []gpuwarden.GPU{}, Checks: []check{}, Drift: []gpuwarden.Drift{}, Facts: gpuwarden.Facts{}, Notes: []string{}}
 }
 
 func (r *canaryReport) add(name string, gpu int, status, format string, args ...any) {
@@ -68,9 +131,20 @@ func (r *canaryReport) add(name string, gpu int, status, format string, args ...
 
 func usage(err error) error { return &exitError{code: canaryUsage, err: err} }
 
+// canaryFlags are the canary's own flags beside the stack flags it shares
+// with lock.
+type canaryFlags struct {
+	stackFlags
+	// noLock checks the box alone; without it a missing lock is a finding.
+	noLock bool
+	// strict makes a partial pass exit canaryDrift.
+	strict bool
+	alloc  uint64
+}
+
 func (a *app) canaryCommand() *cobra.Command {
 	var (
-		f        stackFlags
+		f        canaryFlags
 		output   string
 		allocGiB float64
 	)
@@ -85,15 +159,29 @@ device bandwidth run match the model, and the stack matches gpuwarden.lock
 field by field (old → new for every drift). The CUDA work runs in a child
 process that is killed at --timeout, so a hung driver is reported, not waited on.
 
+A missing lock (--lock, default ./gpuwarden.lock) is a finding, so that a
+mistyped path or a CI job that never made a lock does not pass: create one
+with ` + "`gpuwarden lock`" + ` on a box where the job works, or pass --no-lock to check
+the box alone. Every verdict says which locked fields were compared, which
+the lock's own ignore rule leaves out, and which were skipped and why. A
+field the lock pins but this run could not check (the GPU's under --cpu-ok
+on a host without a driver, the frameworks' under --no-frameworks), or GPU
+checks skipped under --cpu-ok, make a pass partial: "OK (partial)" in the
+table, "verdict": "partial" and "complete": false in -o json.
+
 Exit codes (canary's own):
-  0  ok
-  1  drift: the stack differs from the lock
+  0  ok, or a partial pass (OK (partial)) unless --strict
+  1  drift: the stack differs from the lock; no lock (unless --no-lock);
+     with --strict, a partial pass
   2  GPU fault: health counters, a failed verify, a hung or failed call
-  3  no NVIDIA driver or GPU (--cpu-ok makes this 0 on CPU smoke-test hosts)
-  4  usage or internal error`,
+  3  no NVIDIA driver or GPU (--cpu-ok checks the host alone instead: then
+     0 partial, or 1 on drift or a missing lock)
+  4  usage or internal error (a malformed lock, a bad flag)`,
 		Example: `  gpuwarden canary
   gpuwarden canary --no-frameworks --alloc 4 -o json
-  gpuwarden lock --simulate 2xH100 && gpuwarden canary --simulate 2xH100`,
+  gpuwarden lock --simulate 2xH100 && gpuwarden canary --simulate 2xH100
+  gpuwarden canary --lock ci/gpuwarden.lock --cpu-ok --strict   # exit 1 unless every locked field was checked
+  gpuwarden canary --no-lock --simulate 1xH100                  # the GPU alone, no stack check`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usage(gpuwarden.Errorf(gpuwarden.EInvalid, "canary takes no arguments, got %q", args[0]))
@@ -107,15 +195,26 @@ Exit codes (canary's own):
 			if allocGiB <= 0 || allocGiB > 1024 {
 				return usage(gpuwarden.Errorf(gpuwarden.EInvalid, "--alloc: %g GiB is not between 0 and 1024", allocGiB))
 			}
-			lock, err := readLockIfAny(f.lockFile)
-			if err != nil {
-				return usage(err)
+			f.alloc = uint64(allocGiB * (1 << 30))
+			var lock *gpuwarden.Lock
+			if f.noLock {
+				if cmd.Flags().Changed("lock") {
+					return usage(gpuwarden.Errorf(gpuwarden.EInvalid, "--lock %s and --no-lock contradict each other", f.lockFile).
+						WithHint("give --lock to check the box against that file, or --no-lock to check the box alone"))
+				}
+				f.lockFile = ""
+			} else {
+				var err error
+				if lock, err = readLockIfAny(f.lockFile); err != nil {
+					return usage(err)
+				}
 			}
 			gpus, openErr := f.gpu.open(a)
 			if openErr != nil && gpuwarden.ErrorCodeOf(openErr) != gpuwarden.EEnvironment {
 				return usage(openErr)
 			}
-			r := a.runCanary(cmd.Context(), &f, lock, uint64(allocGiB*(1<<30)), gpus, openErr)
+			r := a.runCanary(cmd.Context(), &f, lock, gpus, openErr)
+			var err error
 			if r.ExitCode == canaryNoDriver {
 				return &exitError{code: canaryNoDriver, err: errors.New(r.Notes[len(r.Notes)-1])}
 			}
@@ -131,6 +230,8 @@ Exit codes (canary's own):
 		},
 	}
 	f.register(c, 20*time.Second)
+	c.Flags().BoolVar(&f.noLock, "no-lock", false, "check the box alone: do not compare the stack with a lock (without it a missing lock is a finding)")
+	c.Flags().BoolVar(&f.strict, "strict", false, "exit 1 on a partial pass: a locked field or the GPU checks skipped")
 	c.Flags().Float64Var(&allocGiB, "alloc", 1, "GiB to allocate and verify on each GPU")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -139,8 +240,9 @@ Exit codes (canary's own):
 	return c
 }
 
-// readLockIfAny reads the lock; a missing one is not an error (the canary
-// still checks the GPU), a malformed one is.
+// readLockIfAny reads the lock. A missing one is not an error here, because
+// the canary still checks the GPU and reports the missing lock as a finding;
+// a malformed or unreadable one is a usage error.
 func readLockIfAny(path string) (*gpuwarden.Lock, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -154,22 +256,23 @@ func readLockIfAny(path string) (*gpuwarden.Lock, error) {
 
 // runCanary does the checks, bounded as a whole by --timeout. The stack
 // probes (Python imports take seconds) run while the GPUs are probed.
-func (a *app) runCanary(parent context.Context, f *stackFlags, lock *gpuwarden.Lock, alloc uint64,
+func (a *app) runCanary(parent context.Context, f *canaryFlags, lock *gpuwarden.Lock,
 	gpus gpuwarden.GPUs, openErr error) *canaryReport {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(parent, f.gpu.timeout)
 	defer cancel()
-	r := &canaryReport{Lock: f.lockFile, GPUs: []gpuwarden.GPU{}, Checks: []check{}, Drift: []gpuwarden.Drift{}, Notes: []string{}}
+	r := newCanaryReport(f.lockFile)
 	defer func() { r.Seconds = time.Since(start).Seconds() }()
 
 	if openErr != nil {
 		if !f.gpu.cpuOK {
-			r.verdict(canaryNoDriver, "no-driver")
+			r.verdict(canaryNoDriver, verdictNoDriver)
 			r.Notes = append(r.Notes, "no NVIDIA driver on this host ("+strings.TrimPrefix(openErr.Error(), "no NVIDIA driver: ")+
 				"): there is no GPU to check; pass --cpu-ok on CPU-only smoke-test hosts")
 			return r
 		}
 		r.add("driver", -1, statusSkip, "no NVIDIA driver; --cpu-ok checks the host stack only")
+		r.gpuSkipped = true
 		gpus = nil
 	} else {
 		defer gpus.Close()
@@ -185,15 +288,15 @@ func (a *app) runCanary(parent context.Context, f *stackFlags, lock *gpuwarden.L
 		facts, notes, _ = canary.Collect(ctx, opts)
 	}()
 	if gpus != nil {
-		a.checkGPUs(ctx, f, gpus, alloc, r)
+		a.checkGPUs(ctx, &f.stackFlags, gpus, f.alloc, r)
 	}
 	wg.Wait()
 	r.Facts, r.Notes = facts, append(r.Notes, notes...)
 	if r.Facts == nil {
 		r.Facts = gpuwarden.Facts{}
 	}
-	r.diff(lock, gpus == nil, f.noFrameworks)
-	r.decide()
+	r.compare(lock, f.noLock, gpus == nil, f.noFrameworks)
+	r.decide(f.strict)
 	return r
 }
 
@@ -337,45 +440,119 @@ func gpuSpec(model string) (gpuwarden.GPUSpec, bool) {
 
 func gib(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<30), 'f', -1, 64) + " GiB" }
 
-// diff compares the facts with the lock. On a host without a driver under
-// --cpu-ok, the GPU's own fields are not expected to hold; with
-// --no-frameworks, neither are the Python ones, which were not probed.
-func (r *canaryReport) diff(lock *gpuwarden.Lock, noGPU, noPython bool) {
+// compare checks the facts against the lock and adds the lock rows. On a
+// host without a driver under --cpu-ok the GPU's own fields were not probed,
+// nor were the Python ones under --no-frameworks: they are skipped, and
+// said to be, rather than dropped from the count. A missing lock is a
+// finding unless --no-lock asked to check the box alone.
+func (r *canaryReport) compare(lock *gpuwarden.Lock, noLock, noGPU, noPython bool) {
+	if noLock {
+		r.add("lock", -1, statusSkip, "--no-lock: the stack is not compared with a lock")
+		return
+	}
 	if lock == nil {
-		r.add("lock", -1, statusSkip, "no %s here: run gpuwarden lock on a box that works", r.Lock)
+		r.lockMissing = true
+		r.add("lock", -1, statusMissing, "no %s here", r.Lock)
+		record := "gpuwarden lock"
+		if r.Lock != defaultLockFile {
+			record += " --lock " + shellWord(r.Lock)
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("no lock at %s, so nothing says which stack this box should run: "+
+			"record one with `%s` on a box where the job works, or pass --no-lock to check this box alone", r.Lock, record))
 		return
 	}
-	for _, d := range lock.Diff(r.Facts) {
-		if noGPU && (strings.HasPrefix(d.Field, "gpu.") || strings.HasPrefix(d.Field, "driver.") || strings.HasPrefix(d.Field, "cuda.")) {
-			continue
-		}
-		if noPython && strings.HasPrefix(d.Field, "python.") {
-			continue
-		}
-		r.Drift = append(r.Drift, d)
+	var rules []skipRule
+	if noGPU {
+		rules = append(rules, skipGPU)
 	}
-	if len(r.Drift) == 0 {
-		r.add("lock", -1, statusOK, "%d fields match %s", len(lock.Fields), r.Lock)
-		return
+	if noPython {
+		rules = append(rules, skipFrameworks)
 	}
-	r.add("lock", -1, statusDrift, "%d of %d fields differ from %s", len(r.Drift), len(lock.Fields), r.Lock)
+	c := canary.Compare(lock, r.Facts, func(field string) string {
+		for _, s := range rules {
+			if s.covers(field) {
+				return s.why
+			}
+		}
+		return ""
+	})
+	r.Compared, r.Ignored, r.Skipped, r.Drift = c.Compared, c.Ignored, c.Skipped, c.Drift
+	r.lockRead = true
+
+	n := len(c.Compared)
+	switch {
+	case len(c.Drift) > 0:
+		r.add("lock", -1, statusDrift, "%d of %d compared %s differ from %s", len(c.Drift), n, plural(n, "field", "fields"), r.Lock)
+	case n == 0 && len(c.Skipped) > 0:
+		r.add("lock", -1, statusSkip, "no field of %s compared here", r.Lock)
+	default:
+		r.add("lock", -1, statusOK, "%d %s match %s", n, plural(n, "field", "fields"), r.Lock)
+	}
+	for _, s := range rules {
+		k := 0
+		for _, sk := range c.Skipped {
+			if sk.Why == s.why {
+				k++
+			}
+		}
+		if k > 0 {
+			r.add("lock", -1, statusSkip, "%d %s %s not compared: %s", k, s.kind, plural(k, "field", "fields"), s.why)
+		}
+	}
 }
 
-// decide turns the checks into the verdict: a fault outranks drift.
-func (r *canaryReport) decide() {
-	code, verdict := canaryOK, "ok"
+// shellWord quotes path for a command line the user may paste, when it
+// needs quoting.
+func shellWord(path string) string {
+	if path != "" && !strings.ContainsAny(path, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// decide turns the checks into the verdict: a fault outranks drift or a
+// missing lock, which outrank a partial pass. A pass is partial when a
+// locked field or the GPU checks were skipped; it exits 0 unless strict, so
+// that --cpu-ok smoke tests keep passing while -o json says
+// "complete": false. Complete is false with a missing lock too.
+func (r *canaryReport) decide(strict bool) {
+	code, verdict := canaryOK, verdictOK
 	for _, c := range r.Checks {
 		switch {
 		case c.Status == statusFail:
-			code, verdict = canaryFault, "gpu-fault"
+			code, verdict = canaryFault, verdictFault
+		case c.Status == statusMissing && code == canaryOK:
+			code, verdict = canaryDrift, verdictNoLock
 		case c.Status == statusDrift && code == canaryOK:
-			code, verdict = canaryDrift, "drift"
+			code, verdict = canaryDrift, verdictDrift
+		}
+	}
+	r.Complete = !r.gpuSkipped && len(r.Skipped) == 0 && !r.lockMissing
+	if !r.Complete && code == canaryOK {
+		verdict = verdictPartial
+		if strict {
+			code = canaryDrift
 		}
 	}
 	r.verdict(code, verdict)
 }
 
 func (r *canaryReport) verdict(code int, verdict string) { r.ExitCode, r.Verdict = code, verdict }
+
+// verdictLabel is the verdict as the table's last line shows it.
+func (r *canaryReport) verdictLabel() string {
+	if r.Verdict == verdictPartial {
+		return "OK (partial)"
+	}
+	return strings.ToUpper(r.Verdict)
+}
 
 func (r *canaryReport) table(w io.Writer) error {
 	var b strings.Builder
@@ -409,10 +586,43 @@ func (r *canaryReport) table(w io.Writer) error {
 			return err
 		}
 	}
+	r.fieldLists(&b)
 	for _, n := range r.Notes {
 		fmt.Fprint(&b, wrap(n, "note: ", pageWidth))
 	}
-	fmt.Fprintf(&b, "\nVerdict   %s (exit %d) in %.2f s\n", strings.ToUpper(r.Verdict), r.ExitCode, r.Seconds)
+	fmt.Fprintf(&b, "\nVerdict   %s (exit %d) in %.2f s\n", r.verdictLabel(), r.ExitCode, r.Seconds)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fieldLists names the locked fields the verdict rests on: those compared,
+// those the lock ignores, and those skipped, grouped by why. A lock that was
+// read always gets its Compared line, even when it is "(none)".
+func (r *canaryReport) fieldLists(b *strings.Builder) {
+	if !r.lockRead {
+		return
+	}
+	list := func(lead, text string, fields []string, tail string) {
+		text += strings.Join(fields, ", ")
+		if len(fields) == 0 {
+			text += "(none)"
+		}
+		fmt.Fprint(b, wrapHanging(text+tail, lead, strings.Repeat(" ", len("Compared  ")), pageWidth))
+	}
+	fmt.Fprintln(b)
+	list("Compared  ", "", r.Compared, "")
+	if len(r.Ignored) > 0 {
+		list("Ignored   ", "", r.Ignored, " (match: ignore)")
+	}
+	var whys []string
+	byWhy := map[string][]string{}
+	for _, s := range r.Skipped {
+		if _, ok := byWhy[s.Why]; !ok {
+			whys = append(whys, s.Why)
+		}
+		byWhy[s.Why] = append(byWhy[s.Why], s.Field)
+	}
+	for _, why := range whys {
+		list("Skipped   ", why+": ", byWhy[why], "")
+	}
 }

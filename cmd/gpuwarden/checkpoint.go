@@ -26,7 +26,8 @@ manifest and atomically moves DIR into the committed area, where gpuwarden run
 syncs it and resumes from it. Creating an empty DIR/.complete file does the
 same without calling gpuwarden.
 
-` + exitCodesHelp,
+` + exitCodes("0  committed", "2  DIR is missing, empty, holds a symlink, or is not directly under the root's incoming/",
+			"4  internal error: a write or rename failed"),
 		Example: `  gpuwarden checkpoint commit "$GPUWARDEN_CHECKPOINT_DIR/step-000120"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -46,8 +47,12 @@ same without calling gpuwarden.
 	}
 	commit.Flags().StringVar(&root, "checkpoint-dir", "", "the job's --checkpoint-dir (default: two levels above DIR)")
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List committed checkpoints, valid and torn",
+		Use:   "list",
+		Short: "List committed checkpoints, valid and torn",
+		Long: `list validates every committed checkpoint (every file against its manifest)
+and lists the valid ones and the torn ones, with why.
+
+` + exitCodes("0  listed (torn ones included)", "2  bad usage, or a symlinked incoming/ or committed/"),
 		Example: "  gpuwarden checkpoint list --checkpoint-dir ./checkpoints",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -52,6 +52,21 @@ func parseLocation(flag, s string, internetOK bool) (location, error) {
 	return location{Provider: prov, Region: region, Country: catalog.CountryOf(prov, region)}, nil
 }
 
+// checkLocation refuses a provider or region gpuwarden does not know, with
+// a suggestion, so that a typo is not priced or checked as a real place.
+func checkLocation(names *catalog.Names, flag string, l location) error {
+	if l.Internet {
+		return nil
+	}
+	if err := names.CheckProvider(l.Provider); err != nil {
+		return flagError(flag, err)
+	}
+	if err := names.CheckRegion(l.Provider, l.Region); err != nil {
+		return flagError(flag, err)
+	}
+	return nil
+}
+
 // egressReport is what `egress -o json` prints.
 type egressReport struct {
 	From     location           `json:"from"`
@@ -82,8 +97,10 @@ of the plan file (--plan, or ./gpuwarden.yaml when present).
 Scope: the same provider and region is intra-region, the same provider and
 another region is inter-region, anything else leaves over the internet.
 
-` + exitCodesHelp + `
-  (exit 1 here means the move leaves the plan's allowed countries)`,
+` + exitCodes("0  priced, and within the plan's allowed countries",
+			"1  the move leaves the plan's allowed countries",
+			"2  bad input or usage: a flag, an unknown provider or region, a missing path, the plan file, no egress price for the provider",
+			"4  internal error"),
 		Example: `  gpuwarden egress ./checkpoints --from aws:us-east-1 --to internet
   gpuwarden egress ckpt/ data.tar --from aws:eu-central-1 --to aws:us-east-1 --plan gpuwarden.yaml -o json`,
 		Args: cobra.MinimumNArgs(1),
@@ -102,6 +119,17 @@ another region is inter-region, anything else leaves over the internet.
 			if err != nil {
 				return err
 			}
+			cat, err := catalog.Embedded()
+			if err != nil {
+				return err
+			}
+			names := catalog.KnownNames(cat)
+			if err := checkLocation(names, "--from", src); err != nil {
+				return err
+			}
+			if err := checkLocation(names, "--to", dst); err != nil {
+				return err
+			}
 			var p *gpuwarden.Plan
 			if planFile == "" {
 				if _, err := os.Stat("gpuwarden.yaml"); err == nil {
@@ -114,10 +142,6 @@ another region is inter-region, anything else leaves over the internet.
 				}
 			}
 			files, size, err := sizeOf(paths)
-			if err != nil {
-				return err
-			}
-			cat, err := catalog.Embedded()
 			if err != nil {
 				return err
 			}

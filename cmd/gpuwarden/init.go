@@ -31,7 +31,7 @@ func (a *app) initCommand() *cobra.Command {
 FILE is given. On a terminal it asks for the main answers (Enter keeps the
 default shown); flags set them without asking, and --non-interactive never asks.
 
-` + exitCodesHelp,
+` + exitCodes("0  the plan file was written", "2  bad input: a flag, or FILE exists and --force was not given", "4  internal error"),
 		Example: `  gpuwarden init > gpuwarden.yaml
   gpuwarden init --non-interactive --kind inference --params-b 13 --precision int4 --work-hours 730 p.yaml
   gpuwarden init gpuwarden.yaml --budget 2000 --currency EUR --countries DE,FR`,

@@ -56,8 +56,8 @@ the launch command until the target's ready command succeeds, or, with
 --server, until the new box's agent registers with the label
 launch_id=$GPUWARDEN_LAUNCH_ID; ` + "`gpuwarden report provisioning`" + ` sums it up.
 
-` + exitCodesHelp + `
-  (exit 1 here means no target launched)`,
+` + exitCodes("0  a target launched (and was ready, when asked)", "1  no target launched", "2  bad input: the plan file, its targets, a flag",
+			"3  the provider refused the credentials", "4  internal error"),
 		Example: `  gpuwarden launch gpuwarden.yaml
   gpuwarden launch --target plan-b --deadline 10m
   gpuwarden launch --list
@@ -117,8 +117,12 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 	if err != nil {
 		return err
 	}
-	if p == nil || len(p.Targets) == 0 {
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s has no targets", orDefault(path, "gpuwarden.yaml")).
+	if p == nil {
+		return gpuwarden.Errorf(gpuwarden.ENotFound, "no gpuwarden.yaml here and no plan file given").
+			WithHint("write one with `gpuwarden init > gpuwarden.yaml`, add its targets with `gpuwarden plan -o targets`, or name a plan: gpuwarden launch PLAN")
+	}
+	if len(p.Targets) == 0 {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s has no targets", path).
 			WithHint("add a targets: list; `gpuwarden plan -o targets` writes one from the ranking")
 	}
 	targets := p.Targets
@@ -244,11 +248,4 @@ func attemptsTable(a *app, attempts []gpuwarden.LaunchAttempt) error {
 			orDash(at.Outcome), orDash(at.Class), took, mayExist, cleaned)
 	}
 	return t.flush()
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -155,4 +155,11 @@ func TestLaunchBadInputLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no plan here", func(t *testing.T) {
+		empty := t.TempDir()
+		r := gwLive(t, empty, "launch", "--data-dir", filepath.Join(empty, "data"))
+		if r.code != 2 || !strings.Contains(r.stderr, "no gpuwarden.yaml here") || !strings.Contains(r.stderr, "gpuwarden init") {
+			t.Errorf("exit %d, stderr %q; want 2, the missing file and gpuwarden init", r.code, r.stderr)
+		}
+	})
 }

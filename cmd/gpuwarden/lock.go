@@ -14,6 +14,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// defaultLockFile is where lock writes and canary looks when --lock is not
+// given: the working directory, beside the job.
+const defaultLockFile = "gpuwarden.lock"
+
 // stackFlags are what lock and canary share about the stack probes.
 type stackFlags struct {
 	gpu          gpuFlags
@@ -24,7 +28,7 @@ type stackFlags struct {
 
 func (f *stackFlags) register(c *cobra.Command, timeout time.Duration) {
 	f.gpu.register(c, timeout)
-	c.Flags().StringVar(&f.lockFile, "lock", "gpuwarden.lock", "lock `FILE`")
+	c.Flags().StringVar(&f.lockFile, "lock", defaultLockFile, "lock `FILE`")
 	c.Flags().StringArrayVar(&f.pythons, "python", nil, "Python `INTERPRETER` whose frameworks to probe; repeatable (default python3 when on PATH)")
 	c.Flags().BoolVar(&f.noFrameworks, "no-frameworks", false, "skip the Python framework probes")
 }
@@ -87,7 +91,8 @@ gpuwarden.lock (human-diffable YAML, sorted keys), each with how strictly
 ` + "`gpuwarden canary`" + ` checks it: exact, same-major, at-least or ignore. Edit a
 field's match to loosen or tighten it.
 
-` + exitCodesHelp,
+` + exitCodes("0  the lock was written", "2  bad input or usage: a flag, an unwritable --lock", "3  no driver or no GPU (--cpu-ok records the host alone)",
+			"4  internal error, or a probe that hung past --timeout"),
 		Example: `  gpuwarden lock
   gpuwarden lock --simulate 2xH100 --lock /tmp/gpuwarden.lock
   gpuwarden lock --python .venv/bin/python -o json`,

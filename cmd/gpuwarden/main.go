@@ -99,10 +99,22 @@ func (a *app) report(err error) int {
 		return exitFinding
 	case gpuwarden.EInvalid, gpuwarden.ENotFound, gpuwarden.EConflict, gpuwarden.EUnauthorized, gpuwarden.EForbidden:
 		return exitInvalid
-	case gpuwarden.EEnvironment:
+	case gpuwarden.EEnvironment, gpuwarden.EUnavailable:
 		return exitEnvironment
 	}
 	return exitInternal
+}
+
+// exitCodes renders a command's own exit-code block, each line "N  what it
+// means for this command"; 0 comes first, and only the codes the command
+// can return are listed, so that a script reads what this command says.
+func exitCodes(lines ...string) string {
+	var b strings.Builder
+	b.WriteString("Exit codes:")
+	for _, l := range lines {
+		b.WriteString("\n  " + l)
+	}
+	return b.String()
 }
 
 const exitCodesHelp = `Exit codes:
@@ -164,6 +176,14 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),
 		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand(),
 		a.launchCommand(), a.preflightCommand())
+	// cobra adds `completion` itself; it gets an example and exit codes too.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = "  gpuwarden completion bash > /etc/bash_completion.d/gpuwarden\n  gpuwarden completion zsh > \"${fpath[1]}/_gpuwarden\""
+			c.Long += "\n\n" + exitCodes("0  the script was printed", "2  bad usage: an unknown shell")
+		}
+	}
 	return root
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -27,7 +28,9 @@ func (a *app) offersCommand() *cobra.Command {
 price came from and when it was read. Filters combine; --max-price compares the
 cheaper of on-demand and spot, in the offer's own currency.
 
-` + exitCodesHelp,
+` + exitCodes("0  listed, also when no offer matches a known GPU, provider or region",
+			"2  bad input or usage: a flag, an unknown GPU, provider or region, a missing or malformed price file",
+			"4  internal error"),
 		Example: `  gpuwarden offers --gpu H100 --max-price 3
   gpuwarden offers --min-vram 80 --country DE,FR -o json
   gpuwarden offers --catalog aws/vms.csv --no-embedded --provider aws`,
@@ -50,6 +53,9 @@ cheaper of on-demand and spot, in the offer's own currency.
 			if err != nil {
 				return err
 			}
+			if err := checkFilterNames(catalog.KnownNames(cat), f); err != nil {
+				return err
+			}
 			warnAll(a.stderr, cat.Warnings)
 			offers := filterOffers(cat.Offers, f)
 			switch output {
@@ -70,6 +76,33 @@ cheaper of on-demand and spot, in the offer's own currency.
 	c.Flags().StringVar(&maxPrice, "max-price", "", "highest hourly `PRICE` in the offer's currency")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	return c
+}
+
+// checkFilterNames refuses a GPU, provider or region the catalog does not
+// know, so that a typo ("H1OO") is an error with a suggestion rather than
+// "no offers match"; a known name that matches nothing still gets that.
+func checkFilterNames(names *catalog.Names, f catalog.Filter) error {
+	if err := names.CheckGPU(f.GPU); err != nil {
+		return flagError("--gpu", err)
+	}
+	if err := names.CheckProvider(f.Provider); err != nil {
+		return flagError("--provider", err)
+	}
+	if err := names.CheckRegion(f.Provider, f.Region); err != nil {
+		return flagError("--region", err)
+	}
+	return nil
+}
+
+// flagError puts the flag that gave a name in front of the error about it.
+func flagError(flag string, err error) error {
+	var e *gpuwarden.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	c := *e
+	c.Message = flag + ": " + e.Message
+	return &c
 }
 
 // filterOffers applies the filter (one country at a time) and sorts by the

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/config"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/spf13/cobra"
@@ -37,8 +38,10 @@ region. Offers left out are listed with the reason.
 
 Every total is the sum of its printed lines, in the budget's currency.
 
-` + exitCodesHelp + `
-  (exit 1 here means nothing fits the workload, residency and budget)`,
+` + exitCodes("0  ranked: plan A fits the workload, residency and budget",
+			"1  nothing fits the workload, residency and budget",
+			"2  bad input or usage: the plan file (an unknown provider or region in it too), a price file, a flag",
+			"4  internal error"),
 		Example: `  gpuwarden plan examples/notebook-a100.yaml --catalog examples/notebook-a100.csv
   gpuwarden plan gpuwarden.yaml --explain
   gpuwarden plan gpuwarden.yaml --catalog aws/vms.csv -o json
@@ -55,12 +58,18 @@ Every total is the sum of its printed lines, in the budget's currency.
 			if len(args) == 1 {
 				path = args[0]
 			}
-			p, err := config.Load(path)
+			pf, err := config.LoadFile(path)
 			if err != nil {
 				return err
 			}
+			p := pf.Plan
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
 			if err != nil {
+				return err
+			}
+			// Only now are the plan's own catalogs read, with the providers
+			// and regions they add.
+			if err := pf.CheckNames(catalog.KnownNames(cat)); err != nil {
 				return err
 			}
 			r, err := plan.Rank(p, cat)

@@ -55,8 +55,8 @@ it saw, and the command or plan-file change that fixes it:
 at the prompt, writes them (comments and layout kept). --questions PROVIDER
 prints the contract questions for a provider as markdown for a ticket.
 
-` + exitCodesHelp + `
-  (exit 1 here means an item failed; with --strict a warning fails too)`,
+` + exitCodes("0  every item passed (warnings allowed unless --strict)", "1  an item failed; with --strict a warning fails too",
+			"2  bad input: the plan file, a flag", "4  internal error"),
 		Example: `  gpuwarden preflight gpuwarden.yaml
   gpuwarden preflight examples/preflight-h200.yaml --fix --yes
   gpuwarden preflight --questions lambda > questions.md

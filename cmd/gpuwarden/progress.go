@@ -24,7 +24,7 @@ the fleet server, whose cost report divides what the box cost over the span
 of the progress by the units done: the cost of one epoch, or of 1,000
 requests. Call it from the training loop or a serving hook.
 
-` + exitCodesHelp,
+` + exitCodes("0  recorded", "2  bad input or usage", "4  internal error: the ledger could not be written"),
 		Example: `  gpuwarden progress epoch
   gpuwarden progress requests 5000`,
 		Args: cobra.RangeArgs(1, 2),

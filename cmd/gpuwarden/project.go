@@ -19,7 +19,8 @@ func (a *app) projectCommand() *cobra.Command {
 and the dashboard compare each project's month-to-date spend and forecast with
 it. A project exists as soon as a token names it; set its budget here.
 
-` + exitCodesHelp,
+` + exitCodes("0  done", "2  bad input or usage, or a token the server refuses", "3  the server or database does not answer, or cannot take writes now",
+			"4  internal error"),
 		Example: `  gpuwarden project set ml --budget 5000 --currency EUR --db sqlite:server.db
   gpuwarden project list --server https://fleet:8080 --token-file admin.token`,
 	}

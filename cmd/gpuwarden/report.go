@@ -55,7 +55,8 @@ box) and prints one report:
              attempts ` + "`gpuwarden launch`" + ` recorded in this box's ledger (--data-dir),
              or from the server
 
-` + exitCodesHelp,
+` + exitCodes("0  the report was made", "2  bad input or usage, or a token the server refuses", "3  the server or database does not answer",
+			"4  internal error"),
 		Example: `  gpuwarden report spend --server https://fleet:8080 --token-file viewer.token
   gpuwarden report spend --by owner -o json --db sqlite:/var/lib/gpuwarden/server.db
   gpuwarden report orphans -o md --post https://hooks.slack.com/services/…
@@ -78,7 +79,7 @@ box) and prints one report:
 	fl.IntVar(&f.hours, "hours", 24, "heatmap: hours to show")
 	fl.DurationVar(&f.idleAfter, "idle-after", report.DefaultIdleAfter, "orphans: idle this long makes an orphan")
 	fl.DurationVar(&f.lostAfter, "lost-after", report.DefaultLostAfter, "orphans: no heartbeat this long makes a box lost")
-	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning: the ledger `gpuwarden launch` recorded in (without --server or --db)")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning: the ledger that gpuwarden launch recorded in (without --server or --db)")
 	fl.StringVar(&f.post, "post", "", "also post the markdown report to this webhook `URL`")
 	fl.StringVar(&f.postFormat, "post-format", "slack", "webhook body for --post: slack or json")
 	return c

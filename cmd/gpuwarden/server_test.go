@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,26 +25,88 @@ import (
 	"github.com/gpuwarden/gpuwarden/sqlite"
 )
 
-// fleetServer is a running `gpuwarden server` with the admin token it
-// printed on its first start.
+// fleetServer is a running `gpuwarden server`, its data dir and the admin
+// token its first start wrote there.
 type fleetServer struct {
 	*upProc
-	url, admin string
+	url, admin, dataDir string
 }
 
+// tokenPattern matches a token's secret wherever it is printed.
+var tokenPattern = regexp.MustCompile(`gw_[0-9a-f]{16}_[0-9a-f]{64}`)
+
+// startServer starts a server on a free loopback port with its data dir
+// under dir, its stdout and stderr in one log, and waits until it serves.
 func startServer(t *testing.T, dir, db string, flags ...string) *fleetServer {
 	t.Helper()
-	p := startProc(t, dir, append([]string{"server", "--db", db, "--addr", "127.0.0.1:0"}, flags...)...)
-	line := p.wait(t, `fleet server up`, 20*time.Second)
+	s := launchServer(t, dir, db, flags...)
+	s.up(t)
+	return s
+}
+
+// launchServer starts a server without waiting for it: replicas start at
+// once.
+func launchServer(t *testing.T, dir, db string, flags ...string) *fleetServer {
+	t.Helper()
+	data := filepath.Join(dir, "server-data")
+	for i, f := range flags {
+		if f == "--data-dir" && i+1 < len(flags) {
+			data = flags[i+1]
+		}
+	}
+	args := append([]string{"server", "--db", db, "--addr", "127.0.0.1:0", "--data-dir", data}, flags...)
+	return &fleetServer{upProc: startMerged(t, dir, args...), dataDir: data}
+}
+
+// up waits for the server to serve and reads its admin token, if its data
+// dir has one.
+func (s *fleetServer) up(t *testing.T) {
+	t.Helper()
+	line := s.wait(t, `fleet server up`, 20*time.Second)
 	m := regexp.MustCompile(`url=(http://\S+)/`).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("no url in %q", line)
 	}
-	s := &fleetServer{upProc: p, url: m[1]}
-	if tok := regexp.MustCompile(`gw_[0-9a-f]{16}_[0-9a-f]{64}`).FindString(p.text()); tok != "" {
-		s.admin = tok
+	s.url = m[1]
+	if b, err := os.ReadFile(filepath.Join(s.dataDir, "admin.token")); err == nil {
+		s.admin = strings.TrimSpace(string(b))
 	}
-	return s
+}
+
+// startMerged starts the binary with args, its stdout and stderr in one
+// log, so that a test sees everything it printed; the test's end kills it.
+func startMerged(t *testing.T, dir string, args ...string) *upProc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = r.Close()
+		t.Fatal(err)
+	}
+	p := &upProc{cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log = append(p.log, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { p.kill(syscall.SIGKILL) })
+	return p
 }
 
 // gwLive runs the binary on the real clock: fleet reports are about now.
@@ -93,7 +157,7 @@ func TestFleetThreeAgentsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	srv := startServer(t, dir, "sqlite:"+filepath.Join(dir, "server.db"))
 	if srv.admin == "" {
-		t.Fatalf("the first start printed no admin token:\n%s", srv.text())
+		t.Fatalf("the first start wrote no admin token to %s:\n%s", srv.dataDir, srv.text())
 	}
 	admin := writeFile(t, filepath.Join(dir, "admin.token"), srv.admin)
 	remote := []string{"--server", srv.url, "--token-file", admin}
@@ -288,5 +352,246 @@ func TestServerKill9KeepsAckedWrites(t *testing.T) {
 			}
 			t.Logf("%d acknowledged batches all survived kill -9", len(done))
 		})
+	}
+}
+
+// fleetDBs are the databases the server's end-to-end tests run on; the
+// PostgreSQL one skips where PostgreSQL is missing, unless
+// GPUWARDEN_POSTGRES_TESTS=1 makes that a failure.
+var fleetDBs = []struct {
+	name string
+	dsn  func(t *testing.T, dir string) string
+}{
+	{"sqlite", func(t *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "server.db") }},
+	{"postgres", func(t *testing.T, _ string) string { return ledgertest.StartPostgres(t) }},
+}
+
+// TestServerFirstStartKeepsTokenOutOfLogs starts a server on an empty
+// database: the admin token goes to DATA_DIR/admin.token (0600) and works,
+// and nothing the process prints, on either stream, holds it; a restart
+// creates no second token and overwrites nothing.
+func TestServerFirstStartKeepsTokenOutOfLogs(t *testing.T) {
+	for _, db := range fleetDBs {
+		t.Run(db.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dsn := db.dsn(t, dir)
+			srv := startServer(t, dir, dsn)
+			path := filepath.Join(srv.dataDir, "admin.token")
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatalf("no admin token file: %v\n%s", err, srv.text())
+			}
+			if mode := fi.Mode().Perm(); mode != 0o600 {
+				t.Errorf("%s has mode %o, want 600", path, mode)
+			}
+			if !tokenPattern.MatchString(srv.admin) {
+				t.Fatalf("%s holds %q, want a token", path, srv.admin)
+			}
+			if out := srv.text(); strings.Contains(out, "gw_") || !strings.Contains(out, path) {
+				t.Errorf("server output holds a token or does not name %s:\n%s", path, out)
+			}
+			who := getWithToken(t, srv.url+"/api/v1/whoami", srv.admin)
+			if !strings.Contains(who, `"role":"admin"`) {
+				t.Errorf("whoami with the file's token = %s, want a fleet admin", who)
+			}
+			srv.kill(syscall.SIGTERM)
+
+			again := startServer(t, dir, dsn)
+			if out := again.text(); strings.Contains(out, "gw_") || strings.Contains(out, "token created") {
+				t.Errorf("second start printed a token or created one:\n%s", out)
+			}
+			if again.admin != srv.admin {
+				t.Errorf("admin.token changed on the second start")
+			}
+			r := gwLive(t, dir, "token", "list", "--db", dsn, "-o", "json")
+			var ts []gpuwarden.Token
+			if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 {
+				t.Errorf("token list = %v %s, want one token", err, r.stdout)
+			}
+		})
+	}
+}
+
+// TestServerBusyPortCreatesNothing starts a server on a port in use: it
+// fails (exit 2) with a hint naming --addr before it creates the database
+// or a token, so that the retry on a free port is the first start.
+func TestServerBusyPortCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(dir, "data")
+	db := "sqlite:" + filepath.Join(data, "server.db")
+	r := gwLive(t, dir, "server", "--addr", ln.Addr().String(), "--db", db, "--data-dir", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "hint:") || !strings.Contains(r.stderr, "--addr") {
+		t.Errorf("server on a busy port: exit %d\n%s\nwant 2 with a hint naming --addr", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "gw_") {
+		t.Errorf("server on a busy port printed a token:\n%s%s", r.stdout, r.stderr)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) > 0 {
+		t.Errorf("server on a busy port left %v in its data dir, want nothing", entries)
+	}
+
+	srv := startServer(t, dir, db, "--data-dir", data)
+	if srv.admin == "" {
+		t.Errorf("the retry on a free port wrote no admin token:\n%s", srv.text())
+	}
+}
+
+// TestServerBootstrapRefusals checks the ways a first token is not made:
+// an admin.token of another database in the data dir stops the server
+// rather than be overwritten, and --no-bootstrap makes none and says how.
+func TestServerBootstrapRefusals(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := writeFile(t, filepath.Join(data, "admin.token"), "gw_of_another_database\n")
+	db := "sqlite:" + filepath.Join(dir, "server.db")
+	r := gwLive(t, dir, "server", "--addr", "127.0.0.1:0", "--db", db, "--data-dir", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "admin.token exists") || !strings.Contains(r.stderr, "--bootstrap") {
+		t.Errorf("server with a stale admin.token: exit %d\n%s\nwant 2, naming the file and token create --bootstrap", r.code, r.stderr)
+	}
+	if got := readFile(t, old); got != "gw_of_another_database\n" {
+		t.Errorf("admin.token was overwritten: %q", got)
+	}
+	if r := gwLive(t, dir, "token", "list", "--db", db); strings.Count(r.stdout, "\n") > 1 {
+		t.Errorf("tokens after the refusal:\n%s", r.stdout)
+	}
+
+	srv := startServer(t, dir, db, "--data-dir", filepath.Join(dir, "other"), "--no-bootstrap")
+	srv.wait(t, `no token.*token create --bootstrap`, 5*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "other", "admin.token")); err == nil {
+		t.Errorf("--no-bootstrap wrote an admin token")
+	}
+}
+
+// TestTokenCreateBootstrap creates the first admin token straight in the
+// database, as Kubernetes does: printed once to stdout and nowhere else,
+// refused (exit 2) once the database holds a token, and accepted by a
+// server that does not bootstrap.
+func TestTokenCreateBootstrap(t *testing.T) {
+	for _, db := range fleetDBs {
+		t.Run(db.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dsn := db.dsn(t, dir)
+			srv := startServer(t, dir, dsn, "--no-bootstrap")
+			r := gwLive(t, dir, "token", "create", "--bootstrap", "--db", dsn)
+			secret := strings.TrimSpace(r.stdout)
+			if r.code != 0 || !tokenPattern.MatchString(secret) || strings.Contains(r.stderr, "gw_") {
+				t.Fatalf("token create --bootstrap: exit %d, stdout %q, stderr %q; want 0 and the token on stdout only", r.code, r.stdout, r.stderr)
+			}
+			if who := getWithToken(t, srv.url+"/api/v1/whoami", secret); !strings.Contains(who, `"project":"*"`) {
+				t.Errorf("whoami = %s, want a fleet admin", who)
+			}
+			tests := []struct {
+				name string
+				args []string
+				want string // in stderr
+			}{
+				{"a second bootstrap", []string{"--bootstrap", "--db", dsn}, "--bootstrap creates only the first"},
+				{"a project token", []string{"--bootstrap", "--db", dsn, "--project", "ml"}, "fleet admin"},
+				{"through a server", []string{"--bootstrap", "--server", srv.url}, "--db"},
+			}
+			for _, tt := range tests {
+				r := gwLive(t, dir, append([]string{"token", "create"}, tt.args...)...)
+				if r.code != 2 || !strings.Contains(r.stderr, tt.want) || r.stdout != "" {
+					t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and %q", tt.name, r.code, r.stdout, r.stderr, tt.want)
+				}
+			}
+			if out := srv.text(); strings.Contains(out, "gw_") {
+				t.Errorf("server output holds a token:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestServerShowsTokenOnATerminal starts the first server under a pseudo
+// terminal (util-linux script): a person at it sees the token once, beside
+// the file's name. Skipped where script is missing.
+func TestServerShowsTokenOnATerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to run the server on a terminal")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	line := fmt.Sprintf("exec %q server --addr 127.0.0.1:0 --db %q --data-dir %q", binary, "sqlite:"+filepath.Join(dir, "server.db"), data)
+	cmd := exec.Command(script, "-qfec", line, "/dev/null")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "fleet server up") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no server on the terminal within 20s:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	token := strings.TrimSpace(readFile(t, filepath.Join(data, "admin.token")))
+	if got := out.String(); strings.Count(got, token) != 1 || !strings.Contains(got, filepath.Join(data, "admin.token")) {
+		t.Errorf("terminal shows the token %d times, want once beside the file's name:\n%s", strings.Count(got, token), got)
+	}
+}
+
+// TestAgentsOnOneHostAreDistinctNodes runs three agents on this host: two
+// simulated ones without --node-id, which their data dirs make two nodes,
+// and a third given the first one's ID, which the server refuses (409)
+// while the first is live, saying so in both logs and leaving the first's
+// labels alone.
+func TestAgentsOnOneHostAreDistinctNodes(t *testing.T) {
+	dir := t.TempDir()
+	srv := startServer(t, dir, "sqlite:"+filepath.Join(dir, "server.db"))
+	admin := writeFile(t, filepath.Join(dir, "admin.token"), srv.admin)
+	r := gwLive(t, dir, "token", "create", "--project", "ml", "--role", "agent", "--server", srv.url, "--token-file", admin)
+	agentToken := writeFile(t, filepath.Join(dir, "agent.token"), strings.TrimSpace(r.stdout))
+	up := func(name, owner string, more ...string) *upProc {
+		return startProc(t, dir, append([]string{"up", "--simulate", "1xH100", "--data-dir", filepath.Join(dir, name),
+			"--listen", "", "--cloud", "none", "--dry-run", "--server", srv.url, "--token-file", agentToken,
+			"--label", "owner=" + owner, "--heartbeat", "1s"}, more...)...)
+	}
+	nodes := func() []gpuwarden.Node {
+		var ns []gpuwarden.Node
+		if err := json.Unmarshal([]byte(getWithToken(t, srv.url+"/api/v1/nodes", srv.admin)), &ns); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	first := up("a", "ana")
+	first.wait(t, "registered with the fleet server", 20*time.Second)
+	up("b", "bo").wait(t, "registered with the fleet server", 20*time.Second)
+	ns := nodes()
+	if len(ns) != 2 || ns[0].ID == ns[1].ID {
+		t.Fatalf("two simulated agents on one host = nodes %+v, want two", ns)
+	}
+	id := ns[0].ID
+	owner := ns[0].Labels.Owner
+
+	third := up("c", "cy", "--node-id", id)
+	line := third.wait(t, "report to the fleet server", 20*time.Second)
+	for _, want := range []string{"level=ERROR", "another box", "--node-id"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the refused agent logs %q, want %q in it", line, want)
+		}
+	}
+	srv.wait(t, `node registration refused.*node=`+regexp.QuoteMeta(id), 5*time.Second)
+	ns = nodes()
+	if len(ns) != 2 || ns[0].ID != id || ns[0].Labels.Owner != owner {
+		t.Errorf("after the refused registration nodes = %+v, want the two, %s still owned by %s", ns, id, owner)
+	}
+	if strings.Contains(first.text(), "ERROR") {
+		t.Errorf("the first agent logged an error:\n%s", first.text())
 	}
 }

@@ -23,8 +23,7 @@ func (a *app) statusCommand() *cobra.Command {
 they do, the idle clock, the month's spend against the budget, why the GPUs
 sleep, and the last alerts and notices.
 
-` + exitCodesHelp + `
-  (exit 3 here means no agent answers at --addr)`,
+` + exitCodes("0  the agent answered", "2  bad usage", "3  no agent answers at --addr", "4  internal error"),
 		Example: `  gpuwarden status
   gpuwarden status --addr 127.0.0.1:7070 -o json`,
 		Args: cobra.NoArgs,

@@ -6,6 +6,7 @@ import (
 	nethttp "net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -76,12 +77,16 @@ func (a *app) tokenCommand() *cobra.Command {
   viewer  reads the project: nodes, events, reports, dashboard
   admin   everything in the project, including its tokens and budget
 
-The secret is printed once, at creation; the server keeps only its SHA-256.
-Run it on the server's box with --db, or anywhere with --server and an admin
-token.
+The secret is printed once, at creation, to stdout; the server keeps only its
+SHA-256. Run it on the server's box with --db, or anywhere with --server and an
+admin token. The first fleet admin token of a new database comes from the
+server's first start (DATA_DIR/admin.token) or, for replicas and Kubernetes,
+from ` + "`token create --bootstrap --db …`" + `.
 
-` + exitCodesHelp,
-		Example: `  gpuwarden token create --db sqlite:/var/lib/gpuwarden/server.db --project ml --role agent --name daemonset
+` + exitCodes("0  done", "2  bad input or usage, a token the server refuses, or --bootstrap on a database that has tokens",
+			"3  the server or database does not answer, or cannot take writes now", "4  internal error"),
+		Example: `  gpuwarden token create --bootstrap --db "$GPUWARDEN_DB" > admin.token
+  gpuwarden token create --db sqlite:/var/lib/gpuwarden/server.db --project ml --role agent --name daemonset
   gpuwarden token list --server https://fleet:8080 --token-file admin.token
   gpuwarden token revoke 3f9a0c1d2e4b5a69 --db sqlite:server.db`,
 	}
@@ -92,15 +97,36 @@ token.
 func (a *app) tokenCreateCommand() *cobra.Command {
 	var f fleetFlags
 	var project, role, name, output string
+	var bootstrap bool
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Create a token and print its secret once",
+		Long: `create makes a token and prints its secret once, to stdout (the rest goes to
+stderr), so that it can go straight into a file or a Secret.
+
+--bootstrap creates the first fleet admin token (project "*", role admin) of a
+database that holds no token at all, straight in the database (--db), in one
+atomic step that a server starting at the same time cannot duplicate; on a
+database with a token it refuses (exit 2). It is the way in to servers that
+run with --no-bootstrap, such as replicas on Kubernetes.
+
+` + exitCodes("0  created: the token is printed once", "2  bad input or usage, a token the server refuses, or --bootstrap on a database that has tokens",
+			"3  the server or database does not answer, or cannot take writes now", "4  internal error"),
 		Example: `  gpuwarden token create --db sqlite:server.db --project ml --role agent
-  gpuwarden token create --server https://fleet:8080 --token-file admin.token --project ml --role viewer -o json`,
+  gpuwarden token create --server https://fleet:8080 --token-file admin.token --project ml --role viewer -o json
+  gpuwarden token create --bootstrap --db "$GPUWARDEN_DB" > admin.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := outputFormat(output, "text", "json"); err != nil {
 				return err
+			}
+			if bootstrap {
+				if err := bootstrapFlags(cmd, &f, &project, &role, &name); err != nil {
+					return err
+				}
+			} else if project == "" {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "--project is required").
+					WithHint("name the token's project, \"*\" for the whole fleet; or --bootstrap for the first admin token")
 			}
 			var created gwhttp.CreatedToken
 			if f.remote() {
@@ -117,12 +143,22 @@ func (a *app) tokenCreateCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				store, _, err := openFleet(cmd.Context(), f.db, false)
+				// --bootstrap may make the database: it is the first step.
+				store, _, err := openFleet(cmd.Context(), f.db, bootstrap)
 				if err != nil {
 					return err
 				}
 				defer store.Close()
-				if err := store.CreateToken(cmd.Context(), t); err != nil {
+				if bootstrap {
+					ok, err := store.CreateFirstToken(cmd.Context(), t)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return gpuwarden.Errorf(gpuwarden.EConflict, "the fleet database holds a token already: --bootstrap creates only the first").
+							WithHint("create another admin token with an admin's: `gpuwarden token create --project '*' --role admin --server URL --token-file admin.token` (or --db on the database's box)")
+					}
+				} else if err := store.CreateToken(cmd.Context(), t); err != nil {
 					return err
 				}
 				created = gwhttp.CreatedToken{Token: t, Secret: secret}
@@ -136,12 +172,38 @@ func (a *app) tokenCreateCommand() *cobra.Command {
 		},
 	}
 	f.register(c)
-	c.Flags().StringVar(&project, "project", "", "`NAME` of the project, or \"*\" for a fleet admin")
+	c.Flags().StringVar(&project, "project", "", "`NAME` of the project, or \"*\" for a fleet admin (required except with --bootstrap)")
 	c.Flags().StringVar(&role, "role", gpuwarden.RoleAgent, "agent, viewer or admin")
 	c.Flags().StringVar(&name, "name", "", "what the token is for, shown in lists")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text (the secret alone) or json")
-	_ = c.MarkFlagRequired("project")
+	c.Flags().BoolVar(&bootstrap, "bootstrap", false, "create the first fleet admin token of a database with none (needs --db)")
 	return c
+}
+
+// bootstrapFlags checks and completes token create's flags for --bootstrap:
+// the database, not a server (which takes no request without a token), and
+// a fleet admin, the only token that can make the others.
+func bootstrapFlags(cmd *cobra.Command, f *fleetFlags, project, role, name *string) error {
+	if f.server != "" {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--bootstrap writes to the database, not through --server").
+			WithHint("pass --db sqlite:PATH or --db postgres://… (or set GPUWARDEN_DB)")
+	}
+	if f.db == "" {
+		f.db = os.Getenv("GPUWARDEN_DB")
+	}
+	if f.db == "" {
+		// Not the environment's server: the default database, as the
+		// server would open it.
+		f.db = "sqlite:" + filepath.Join(defaultDataDir(), "server.db")
+	}
+	if *project != "" && *project != gpuwarden.AllProjects || cmd.Flags().Changed("role") && *role != gpuwarden.RoleAdmin {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--bootstrap creates a fleet admin token: no --project or --role but \"*\" and admin")
+	}
+	*project, *role = gpuwarden.AllProjects, gpuwarden.RoleAdmin
+	if *name == "" {
+		*name = "bootstrap"
+	}
+	return nil
 }
 
 func (a *app) tokenListCommand() *cobra.Command {

@@ -81,7 +81,8 @@ PLAN file (default gpuwarden.yaml when present) supplies the budget, the box's
 rate and the idle window (on_hours.auto_shutdown_idle_minutes). Without an
 NVIDIA driver it runs on the CPU path and says so.
 
-` + exitCodesHelp,
+` + exitCodes("0  stopped cleanly (SIGTERM, Ctrl-C)", "2  bad input or usage: the plan file, a flag, a token file, a busy --listen",
+			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
   sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden
@@ -136,10 +137,22 @@ func defaultDataDir() string {
 	return ".gpuwarden"
 }
 
+// simulatedDataDir keeps simulated GPUs' samples and runs apart from a real
+// box's: with --simulate and no --data-dir the ledger goes to a folder of
+// its own, so that a demo never feeds preflight, nodes or the budget of the
+// box it ran on.
+func simulatedDataDir(cmd *cobra.Command, dataDir, simulate string) string {
+	if simulate == "" || cmd.Flags().Changed("data-dir") {
+		return dataDir
+	}
+	return filepath.Join(defaultDataDir(), "simulated")
+}
+
 func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := a.log.With("component", "agent")
+	f.dataDir = simulatedDataDir(cmd, f.dataDir, f.simulate)
 
 	p, planPath, err := loadPlanIfAny(args)
 	if err != nil {
@@ -217,8 +230,9 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		// The last heartbeat says "stopped" before the ledger closes.
 		defer func() { <-shipped }()
 	}
-	log.Info("agent up", "node", cfg.Node, "gpus", gpus != nil, "simulated", f.simulate != "",
-		"idle_window", cfg.Idle.Window, "dry_run", cfg.DryRun, "data_dir", f.dataDir)
+	inForce := ag.Config()
+	log.Info("agent up", "node", inForce.Node, "gpus", gpus != nil, "simulated", f.simulate != "",
+		"idle_window", inForce.Idle.Window, "dry_run", inForce.DryRun, "data_dir", f.dataDir)
 	if err := ag.Run(ctx); err != nil {
 		return err
 	}

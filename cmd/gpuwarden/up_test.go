@@ -173,6 +173,30 @@ func TestUpLeavesABusyBoxAlone(t *testing.T) {
 	}
 }
 
+// TestUpSaysItIsSimulated: simulated GPUs are said to be simulated in the
+// status, the metrics and the dashboard, and the start-up log names the
+// idle window in force, not the flag's zero.
+func TestUpSaysItIsSimulated(t *testing.T) {
+	dir := t.TempDir()
+	p := startUp(t, dir, "--simulate", "1xH100", "--dry-run")
+	url := p.url(t)
+	var st struct {
+		Simulated bool `json:"simulated"`
+	}
+	if err := json.Unmarshal([]byte(get(t, url+"api/v1/status")), &st); err != nil || !st.Simulated {
+		t.Errorf("/api/v1/status simulated = %v (%v), want true", st.Simulated, err)
+	}
+	if m := get(t, url+"metrics"); !strings.Contains(m, `simulated="true"`) {
+		t.Errorf("gpuwarden_agent_info lacks simulated=\"true\"")
+	}
+	if page := get(t, url); !strings.Contains(page, "simulated GPUs") {
+		t.Errorf("the dashboard shows no simulated badge")
+	}
+	if !strings.Contains(p.text(), "idle_window=30m0s") {
+		t.Errorf("the start-up log does not name the 30 min window in force:\n%s", p.text())
+	}
+}
+
 // TestUpRestartKeepsClocksAndAlerts kills the agent mid-window and checks
 // that the restarted one stops on the first window's schedule and sends no
 // budget alert twice.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 // fleetUpFlags are `gpuwarden up`'s settings for reporting to a server.
 type fleetUpFlags struct {
 	server, token, tokenFile string
-	nodeID                   string
+	nodeID, instanceID       string
 	labels                   []string
 	heartbeat                time.Duration
 }
@@ -26,7 +27,8 @@ func (f *fleetUpFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.server, "server", os.Getenv("GPUWARDEN_SERVER"), "report to the fleet server at `URL` (default $GPUWARDEN_SERVER)")
 	fl.StringVar(&f.token, "token", "", "agent `TOKEN` for --server (default $GPUWARDEN_TOKEN; --token-file keeps it out of ps)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the agent token from `FILE`")
-	fl.StringVar(&f.nodeID, "node-id", "", "the box's ID on the server (default: host name and GPU UUIDs, hashed)")
+	fl.StringVar(&f.nodeID, "node-id", "", "the box's `ID` on the server (default: host name and GPU UUIDs, hashed; with --simulate also --data-dir, so that two simulated agents on one host are two nodes)")
+	fl.StringVar(&f.instanceID, "instance-id", os.Getenv("GPUWARDEN_INSTANCE_ID"), "the machine's cloud instance `ID`, which tells the server two boxes sending one node ID apart (default $GPUWARDEN_INSTANCE_ID, else a hash of the host name, /etc/machine-id and --data-dir)")
 	fl.StringSliceVar(&f.labels, "label", nil, "`KEY=VALUE` labels: owner, provider, region, instance_type, price, currency, spot, ttl, launched_at, or any other; repeatable")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 15*time.Second, "time between heartbeats to --server")
 }
@@ -56,13 +58,33 @@ func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gp
 			return nil, err
 		}
 	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
+	}
 	id := f.fleet.nodeID
-	if id == "" {
+	switch {
+	case id != "":
+	case f.simulate != "":
+		id = simulatedNodeID(cfg.Node, dataDir, list)
+	default:
 		id = burnin.NodeID(cfg.Node, list)
 	}
-	node := gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version}
+	labels.Simulated = f.simulate != ""
+	instance, boot := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
+	node := gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version,
+		InstanceID: instance, BootID: boot}
 	return &agent.Shipper{Uplink: client, Ledger: ledger, Node: node, Status: ag.Status, HeartbeatEvery: f.fleet.heartbeat,
 		Now: a.now, Log: a.log.With("component", "shipper")}, nil
+}
+
+// simulatedNodeID is the node ID of a simulated agent with its data dir
+// (absolute): simulated GPUs of one spec have the same UUIDs everywhere, so
+// the host and the GPUs alone would give every simulated agent on a host
+// one ID, and the server would refuse all but the first. The data dir, one
+// per agent, tells them apart and stays the same across restarts.
+func simulatedNodeID(host, dataDir string, gpus []gpuwarden.GPU) string {
+	return "sim-" + burnin.NodeID(host+"\nsimulated in "+dataDir, gpus)
 }
 
 // parseLabels reads --label values; the price and currency default to the

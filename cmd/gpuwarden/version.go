@@ -22,6 +22,7 @@ func (a *app) versionCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version of this build",
+		Long:    "version prints the version, the commit, the Go version and the platform of this build.\n\n" + exitCodes("0  printed", "2  bad usage"),
 		Example: "  gpuwarden version\n  gpuwarden version -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -190,24 +190,26 @@ func (r *TokenRow) Token() gpuwarden.Token {
 // ---- nodes ----
 
 // NodeCols are the columns of nodes in the order of NodeRow.Dest.
-const NodeCols = "id, project, hostname, labels, gpus, agent_version, token_id, registered_ms, last_seen_ms, live"
+const NodeCols = "id, project, hostname, labels, gpus, agent_version, token_id, registered_ms, last_seen_ms, live, instance_id, boot_id"
 
 // InsertNodeSQL registers a new node; an existing one inserts nothing and
 // the caller goes on to the checks of a re-registration.
 const InsertNodeSQL = `INSERT INTO nodes (id, project, hostname, owner, provider, region,
-    hourly_price_micros, currency, labels, gpus, agent_version, token_id, registered_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+    hourly_price_micros, currency, labels, gpus, agent_version, token_id, registered_ms, instance_id, boot_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 ON CONFLICT (id) DO NOTHING`
 
-// UpdateNodeSQL re-registers a node: what the box says about itself and the
-// token that now writes it, keeping its project, registration time and last
-// heartbeat.
+// UpdateNodeSQL re-registers a node: what the box says about itself, its
+// identity and the token that now writes it, keeping its project,
+// registration time and last heartbeat.
 const UpdateNodeSQL = `UPDATE nodes SET hostname = $2, owner = $3, provider = $4, region = $5,
-    hourly_price_micros = $6, currency = $7, labels = $8, gpus = $9, agent_version = $10, token_id = $11
+    hourly_price_micros = $6, currency = $7, labels = $8, gpus = $9, agent_version = $10, token_id = $11,
+    instance_id = $12, boot_id = $13
 WHERE id = $1`
 
-// NodeOwnerSQL reads who holds a node, for the re-registration checks.
-const NodeOwnerSQL = `SELECT project, token_id FROM nodes WHERE id = $1`
+// NodeOwnerSQL reads who holds a node and when it was last heard from, for
+// the re-registration checks; its columns are NodeHolder.Dest's.
+const NodeOwnerSQL = `SELECT project, token_id, hostname, instance_id, registered_ms, last_seen_ms, live FROM nodes WHERE id = $1`
 
 // TokenRevokedSQL reads whether the token holding a node is revoked.
 const TokenRevokedSQL = `SELECT revoked_ms FROM tokens WHERE id = $1`
@@ -230,7 +232,8 @@ func EncodeNode(n gpuwarden.Node) (NodeArgs, error) {
 		return NodeArgs{}, gpuwarden.Errorf(gpuwarden.EInvalid, "register node %s: no project", n.ID)
 	}
 	labels := n.Labels
-	if !Text(n.ID, n.Project, n.Hostname, n.AgentVersion, n.TokenID, labels.Owner, labels.Provider, labels.Region, string(labels.Currency)) {
+	if !Text(n.ID, n.Project, n.Hostname, n.AgentVersion, n.TokenID, labels.Owner, labels.Provider, labels.Region, string(labels.Currency),
+		n.InstanceID, n.BootID) {
 		return NodeArgs{}, gpuwarden.Errorf(gpuwarden.EInvalid, "register node %q: its names and labels must be UTF-8 without NUL", n.ID)
 	}
 	if !labels.LaunchedAt.IsZero() {
@@ -251,30 +254,83 @@ func EncodeNode(n gpuwarden.Node) (NodeArgs, error) {
 func (a NodeArgs) Insert() []any {
 	l := a.n.Labels
 	return []any{a.n.ID, a.n.Project, a.n.Hostname, l.Owner, l.Provider, l.Region,
-		int64(l.HourlyPrice), string(l.Currency), a.labels, a.gpus, a.n.AgentVersion, a.n.TokenID, a.registeredTime}
+		int64(l.HourlyPrice), string(l.Currency), a.labels, a.gpus, a.n.AgentVersion, a.n.TokenID, a.registeredTime,
+		a.n.InstanceID, a.n.BootID}
 }
 
 // Update is UpdateNodeSQL's arguments.
 func (a NodeArgs) Update() []any {
 	l := a.n.Labels
 	return []any{a.n.ID, a.n.Hostname, l.Owner, l.Provider, l.Region,
-		int64(l.HourlyPrice), string(l.Currency), a.labels, a.gpus, a.n.AgentVersion, a.n.TokenID}
+		int64(l.HourlyPrice), string(l.Currency), a.labels, a.gpus, a.n.AgentVersion, a.n.TokenID,
+		a.n.InstanceID, a.n.BootID}
 }
 
-// CheckRegister decides a re-registration of n, stored under project and
-// held by token; holderValid says whether that token exists unrevoked. A
-// token that is revoked, or unknown, can no longer write, so the node passes
-// to the new token rather than being orphaned.
-func CheckRegister(n gpuwarden.Node, project, token string, holderValid bool) error {
-	if project != n.Project {
+// NodeHolder is the stored node a re-registration is checked against: who
+// holds it, which instance it is, and when it was last heard from.
+type NodeHolder struct {
+	Project, TokenID, Hostname, InstanceID string
+	Registered                             int64
+	LastSeen                               sql.NullInt64
+	Live                                   sql.NullString
+}
+
+// Dest is the scan destinations of NodeOwnerSQL's columns.
+func (h *NodeHolder) Dest() []any {
+	return []any{&h.Project, &h.TokenID, &h.Hostname, &h.InstanceID, &h.Registered, &h.LastSeen, &h.Live}
+}
+
+// heard is when the holder was last heard from: its last heartbeat, or its
+// registration before the first one, so that a box that registered a
+// moment ago holds its ID before its first heartbeat.
+func (h NodeHolder) heard() time.Time {
+	if h.LastSeen.Valid {
+		return Time(h.LastSeen.Int64)
+	}
+	return Time(h.Registered)
+}
+
+// stopped reports whether the holder's last heartbeat said it stopped: a
+// box that shut down on purpose hands its ID on at once.
+func (h NodeHolder) stopped() bool {
+	var hb gpuwarden.Heartbeat
+	return h.Live.Valid && json.Unmarshal([]byte(h.Live.String), &hb) == nil && hb.State == gpuwarden.NodeStopped
+}
+
+// CheckRegister decides a re-registration of n against the stored holder;
+// holderValid says whether the holder's token exists unrevoked. A token
+// that is revoked, or unknown, can no longer write, so the node passes to
+// the new token rather than being orphaned. A live holder (see
+// gpuwarden.Node.LiveSince) keeps its ID against another instance: two
+// boxes sending one ID would otherwise merge into one node. An unknown
+// instance on either side ("": an older agent) is not compared, and the
+// same instance with a new boot ID is the box after a reboot.
+func CheckRegister(n gpuwarden.Node, h NodeHolder, holderValid bool) error {
+	if h.Project != n.Project {
 		return gpuwarden.Errorf(gpuwarden.EConflict, "register node %s: it belongs to another project", n.ID).
 			WithHint("node IDs are unique across the fleet; register the box with its own project's token")
 	}
-	if token != n.TokenID && holderValid {
+	sameToken := h.TokenID == n.TokenID
+	if !sameToken && holderValid {
 		return gpuwarden.Errorf(gpuwarden.EConflict, "register node %s: another token registered it", n.ID).
-			WithHint("revoke token %s to hand the node over", token)
+			WithHint("revoke token %s to hand the node over", h.TokenID)
 	}
-	return nil
+	if n.InstanceID == "" || h.InstanceID == "" || n.InstanceID == h.InstanceID {
+		return nil
+	}
+	// Here the holder's token is the caller's or no longer valid.
+	heard := h.heard()
+	if !sameToken || h.stopped() || heard.Before(n.LiveSince) {
+		return nil
+	}
+	ago := "just now"
+	if d := n.Registered.Sub(heard).Round(time.Second); d > 0 && !n.Registered.IsZero() {
+		ago = d.String() + " ago"
+	}
+	return gpuwarden.Errorf(gpuwarden.EConflict,
+		"register node %s: another box (host %q, instance %s) holds this node ID and was heard from %s", n.ID, h.Hostname, h.InstanceID, ago).
+		WithHint("two boxes send node ID %s: start this one with `gpuwarden up --node-id ID` (an ID of its own), or stop the other; "+
+			"once the other has been silent for the server's --lost-after, a new box takes the ID over", n.ID)
 }
 
 // NodeRow is a row of nodes as stored.
@@ -283,19 +339,21 @@ type NodeRow struct {
 	GPUs, Live                                           sql.NullString
 	Registered                                           int64
 	LastSeen                                             sql.NullInt64
+	InstanceID, BootID                                   string
 }
 
 // Dest is the scan destinations of NodeCols.
 func (r *NodeRow) Dest() []any {
 	return []any{&r.ID, &r.Project, &r.Hostname, &r.Labels, &r.GPUs, &r.AgentVersion,
-		&r.TokenID, &r.Registered, &r.LastSeen, &r.Live}
+		&r.TokenID, &r.Registered, &r.LastSeen, &r.Live, &r.InstanceID, &r.BootID}
 }
 
 // Node is the row as a Node.
 func (r *NodeRow) Node() (gpuwarden.Node, error) {
 	n := gpuwarden.Node{ID: r.ID, Project: r.Project, Hostname: r.Hostname,
 		AgentVersion: r.AgentVersion, TokenID: r.TokenID,
-		Registered: Time(r.Registered), LastSeen: NullTime(r.LastSeen)}
+		Registered: Time(r.Registered), LastSeen: NullTime(r.LastSeen),
+		InstanceID: r.InstanceID, BootID: r.BootID}
 	if err := json.Unmarshal([]byte(r.Labels), &n.Labels); err != nil {
 		return n, fmt.Errorf("node %s: labels: %w", r.ID, err)
 	}

@@ -25,16 +25,32 @@ type FieldError struct {
 	Hint  string
 }
 
+// Error renders the problem without a file name, LINE:COL: FIELD: message, so
+// that a FieldError can travel as an error until ToError names the file.
+func (fe *FieldError) Error() string {
+	msg := OneLine(fe.Msg)
+	if fe.Field != "" {
+		msg = fe.Field + ": " + msg
+	}
+	at := fe.at()
+	return fmt.Sprintf("%d:%d: %s", at.Line, at.Col, msg)
+}
+
+// at is the position shown: 1:1 when the problem has none.
+func (fe *FieldError) at() Pos {
+	if fe.At.Line < 1 || fe.At.Col < 1 {
+		return Pos{1, 1}
+	}
+	return fe.At
+}
+
 // ToError renders the one message format every positioned error uses: NAME:LINE:COL: FIELD: what is wrong.
 func (fe *FieldError) ToError(name string) *gpuwarden.Error {
 	msg := OneLine(fe.Msg)
 	if fe.Field != "" {
 		msg = fe.Field + ": " + msg
 	}
-	at := fe.At
-	if at.Line < 1 || at.Col < 1 {
-		at = Pos{1, 1}
-	}
+	at := fe.at()
 	return &gpuwarden.Error{Code: gpuwarden.EInvalid,
 		Message: fmt.Sprintf("%s:%d:%d: %s", name, at.Line, at.Col, msg), Hint: fe.Hint}
 }
