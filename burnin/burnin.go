@@ -225,7 +225,13 @@ func Run(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context, gp
 	for _, c := range rep.Checks {
 		rep.Verdict = worse(rep.Verdict, c.Verdict)
 		if c.Verdict != gpuwarden.VerdictPass {
-			o.Log.Warn("burn-in check", "check", c.Name, "gpu", c.GPU, "verdict", c.Verdict, "reason", c.Reason)
+			// c.GPU is a pointer (nil for the host's checks): log the index,
+			// not the pointer's address.
+			gpu := "-"
+			if c.GPU != nil {
+				gpu = fmt.Sprint(*c.GPU)
+			}
+			o.Log.Warn("burn-in check", "check", c.Name, "gpu", gpu, "verdict", c.Verdict, "reason", c.Reason)
 		}
 	}
 	rep.End = o.Now()

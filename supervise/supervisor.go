@@ -844,11 +844,14 @@ func (r *runner) onCommit(cp gpuwarden.Checkpoint) {
 	r.last = c.Now()
 	r.cps = append(r.cps, cp)
 	r.mu.Unlock()
+	// Log the commit before waking a waiting stop, which logs that it saw
+	// it: the other way round the log could say "committed after the
+	// signal" before it says which checkpoint was committed.
+	c.Log.Info("checkpoint committed", "name", cp.Name, "step", cp.Step, "files", len(cp.Files), "bytes", cp.Bytes)
 	select {
 	case r.commitCh <- struct{}{}:
 	default:
 	}
-	c.Log.Info("checkpoint committed", "name", cp.Name, "step", cp.Step, "files", len(cp.Files), "bytes", cp.Bytes)
 	if c.OnCommit != nil {
 		c.OnCommit(cp)
 	}

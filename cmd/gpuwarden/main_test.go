@@ -426,42 +426,6 @@ func TestReadmeNoticeTableIsThePolicy(t *testing.T) {
 	}
 }
 
-// TestReadmeIsTrue runs the plan and offers commands the README shows and
-// compares their output with what the README prints, so the front door
-// cannot drift from the binary.
-func TestReadmeIsTrue(t *testing.T) {
-	root := repoRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(readme), "\n")
-	checked := 0
-	for i := 0; i < len(lines); i++ {
-		cmdline, ok := strings.CutPrefix(lines[i], "$ gpuwarden ")
-		if !ok {
-			continue
-		}
-		args := strings.Fields(cmdline)
-		if len(args) == 0 || (args[0] != "plan" && args[0] != "offers") {
-			continue
-		}
-		var want []string
-		for i++; i < len(lines) && lines[i] != "```" && !strings.HasPrefix(lines[i], "$ "); i++ {
-			want = append(want, lines[i])
-		}
-		i--
-		r := gw(t, root, args...)
-		if got := strings.TrimRight(r.stdout, "\n"); got != strings.Join(want, "\n") {
-			t.Errorf("README shows for `gpuwarden %s`:\n%s\n--- the binary prints:\n%s", cmdline, strings.Join(want, "\n"), got)
-		}
-		checked++
-	}
-	if checked < 3 {
-		t.Errorf("checked %d README commands, want at least 3", checked)
-	}
-}
-
 func TestCanaryWithoutDriver(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
 		t.Skip("this host has an NVIDIA driver")
