@@ -107,7 +107,7 @@ func (a *app) runPreflight(ctx context.Context, f *preflightFlags, args []string
 	}
 	items := preflight.Check(facts)
 	if f.output == "json" {
-		if err := writeJSON(a.stdout, map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict)}); err != nil {
+		if err := writeJSON(a.stdout, "preflight", map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict)}); err != nil {
 			return err
 		}
 	} else if err := preflightTable(a.stdout, items); err != nil {

@@ -136,7 +136,7 @@ func (a *app) runReport(ctx context.Context, name string, f *reportFlags) error 
 	}
 	switch f.output {
 	case "json":
-		return writeJSON(a.stdout, v)
+		return writeJSON(a.stdout, "report."+name, v)
 	case "md":
 		return report.Write(a.stdout, v, true, title)
 	}
