@@ -214,8 +214,9 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 		}
 	}
 	for i, w := range p.Webhooks {
-		if u, err := url.Parse(w); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			c.fail(fmt.Sprintf("webhooks[%d]", i), "is not an http(s) URL", "e.g. https://hooks.slack.com/services/…")
+		// pagerduty://ROUTING_KEY is notify's short form of PagerDuty's events URL.
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "pagerduty") || u.Host == "" {
+			c.fail(fmt.Sprintf("webhooks[%d]", i), "is not an http(s) or pagerduty:// URL", "e.g. https://hooks.slack.com/services/… or pagerduty://ROUTING_KEY")
 		}
 	}
 	return c.err

@@ -86,6 +86,8 @@ NVIDIA driver it runs on the CPU path and says so.
 			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
+  gpuwarden up --webhook pagerduty://ROUTING_KEY --webhook https://ntfy.sh/my-gpu-alerts \
+      --label owner=ana,provider=aws,region=eu-west-1 --rate 2.50
   sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden
   gpuwarden up --server https://fleet:8080 --token-file /etc/gpuwarden/agent.token \
       --label owner=ana,provider=aws,region=eu-west-1,ttl=72h`,
