@@ -198,7 +198,13 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	// The alerts read the agent's live state (rate, spend, stop time); no
 	// alert is sent before the agent exists.
 	var ag *agent.Agent
-	notifier, err := a.notifier(f, cfg, func() gpuwarden.AgentStatus { return ag.Status() }, log)
+	status := func() gpuwarden.AgentStatus {
+		if ag == nil {
+			return gpuwarden.AgentStatus{}
+		}
+		return ag.Status()
+	}
+	notifier, err := a.notifier(f, cfg, status, log)
 	if err != nil {
 		return err
 	}
