@@ -59,6 +59,11 @@ const (
 	discordFieldName  = 256
 	discordFieldValue = 1024
 	discordFieldsMax  = 25
+	discordEmbedMax   = 6000
+	discordFooter     = "gpuwarden"
+	teamsTitleMax     = 200
+	teamsTextMax      = 3000
+	teamsFactMax      = 500
 	pagerSummaryMax   = 1024
 	pagerDedupMax     = 255
 	pagerKeyLen       = 32
@@ -295,17 +300,19 @@ func teamsBody(a Alert) any {
 	if a.Resolve {
 		color = "Good"
 	}
+	// Teams refuses a message over about 28 KB: a cut summary and facts
+	// keep the card far under it, whatever the alert quotes.
 	facts := make([]teamsFact, 0, len(a.Facts))
 	for _, f := range a.Facts {
-		facts = append(facts, teamsFact{f.Name, f.Value})
+		facts = append(facts, teamsFact{cut(f.Name, 100), cut(f.Value, teamsFactMax)})
 	}
 	card := teamsCard{
 		Schema:  "http://adaptivecards.io/schemas/adaptive-card.json",
 		Type:    "AdaptiveCard",
 		Version: "1.4",
 		Body: []teamsElement{
-			{Type: "TextBlock", Text: a.Title, Wrap: true, Size: "Medium", Weight: "Bolder", Color: color},
-			{Type: "TextBlock", Text: a.Summary, Wrap: true},
+			{Type: "TextBlock", Text: cut(a.Title, teamsTitleMax), Wrap: true, Size: "Medium", Weight: "Bolder", Color: color},
+			{Type: "TextBlock", Text: cut(a.Summary, teamsTextMax), Wrap: true},
 			{Type: "FactSet", Facts: facts},
 		},
 		MSTeams: map[string]any{"width": "Full"},
@@ -344,12 +351,23 @@ func discordBody(a Alert) any {
 	if a.Resolve {
 		color = 0x2e7d32
 	}
+	// Discord refuses a message whose embeds hold more than 6,000
+	// characters in all: a long summary takes at most half of what the
+	// title leaves, the fields share the rest in order.
+	title := cut(a.Title, discordTitleMax)
+	rem := discordEmbedMax - utf8.RuneCountInString(title) - utf8.RuneCountInString(discordFooter)
+	desc := cut(a.Summary, min(discordDescMax, rem/2))
+	rem -= utf8.RuneCountInString(desc)
 	var fields []discordField
 	for _, f := range a.Facts {
-		if len(fields) == discordFieldsMax {
+		name := cut(f.Name, discordFieldName)
+		room := min(discordFieldValue, rem-utf8.RuneCountInString(name))
+		if len(fields) == discordFieldsMax || room < 8 {
 			break
 		}
-		fields = append(fields, discordField{cut(f.Name, discordFieldName), cut(f.Value, discordFieldValue), len(f.Value) < 40})
+		value := cut(f.Value, room)
+		rem -= utf8.RuneCountInString(name) + utf8.RuneCountInString(value)
+		fields = append(fields, discordField{name, value, len(f.Value) < 40})
 	}
 	return struct {
 		Content         string              `json:"content"`
@@ -357,9 +375,9 @@ func discordBody(a Alert) any {
 		AllowedMentions map[string][]string `json:"allowed_mentions"`
 	}{
 		Content: cut(a.Line(), discordContentMax),
-		Embeds: []discordEmbed{{Title: cut(a.Title, discordTitleMax), Description: cut(a.Summary, discordDescMax),
+		Embeds: []discordEmbed{{Title: title, Description: desc,
 			URL: httpLink(a.Box.Link), Color: color, Timestamp: a.Event.Time.UTC().Format(time.RFC3339),
-			Fields: fields, Footer: map[string]string{"text": "gpuwarden"}}},
+			Fields: fields, Footer: map[string]string{"text": discordFooter}}},
 		// A message quoting a process name must never ping @everyone.
 		AllowedMentions: map[string][]string{"parse": {}},
 	}

@@ -131,6 +131,31 @@ func TestReceiversAcceptEveryAlert(t *testing.T) {
 	}
 }
 
+// TestReceiversCutLongText sends an alert far over every receiver's limits
+// (10,000 characters, multi-byte, in the message, the host and the owner):
+// each body must still pass its receiver's checks.
+func TestReceiversCutLongText(t *testing.T) {
+	long := strings.Repeat("é日x", 3400)
+	box := testBox(false)
+	box.Host, box.Owner = "box-"+long[:600], long
+	ev := gpuwarden.Event{Time: at, Kind: "xid", Severity: gpuwarden.SeverityCritical, Key: "xid-" + long, Message: long}
+	for _, rc := range receivers {
+		t.Run(rc.name, func(t *testing.T) {
+			rec := &recorder{}
+			srv := rec.serve(t)
+			w := newTestWebhook(t, rc.url(srv.URL), rc.format, &sleeps{}, WithBox(box))
+			if err := w.Notify(context.Background(), ev); err != nil {
+				t.Fatal(err)
+			}
+			bodies := rec.got()
+			if len(bodies) != 1 {
+				t.Fatalf("receiver got %d requests, want 1", len(bodies))
+			}
+			rc.check(t, []byte(bodies[0]), rec.headers[0])
+		})
+	}
+}
+
 // wantText is what a message must say, whatever its format: the box, the
 // owner, the provider, the money, the dashboard, and the dry run.
 func wantText(event, format string) []string {
@@ -270,6 +295,9 @@ func checkTeams(t *testing.T, b []byte) {
 		} `json:"attachments"`
 	}
 	decode(t, b, &m)
+	if len(b) > 28<<10 {
+		t.Errorf("teams: message of %d bytes, over Teams' 28 KB", len(b))
+	}
 	if m.Type != "message" || len(m.Attachments) != 1 {
 		t.Fatalf("teams: type %q with %d attachments, want a message with 1", m.Type, len(m.Attachments))
 	}
@@ -330,7 +358,10 @@ func checkDiscord(t *testing.T, b []byte) {
 			Description string `json:"description"`
 			Timestamp   string `json:"timestamp"`
 			Color       int    `json:"color"`
-			Fields      []struct {
+			Footer      struct {
+				Text string `json:"text"`
+			} `json:"footer"`
+			Fields []struct {
 				Name, Value string
 			} `json:"fields"`
 		} `json:"embeds"`
@@ -365,7 +396,7 @@ func checkDiscord(t *testing.T, b []byte) {
 		if len(e.Fields) > 25 {
 			t.Errorf("discord: embed %d: %d fields, at most 25", i, len(e.Fields))
 		}
-		total += utf8.RuneCountInString(e.Title + e.Description)
+		total += utf8.RuneCountInString(e.Title + e.Description + e.Footer.Text)
 		for _, f := range e.Fields {
 			if f.Name == "" || f.Value == "" || utf8.RuneCountInString(f.Name) > 256 || utf8.RuneCountInString(f.Value) > 1024 {
 				t.Errorf("discord: embed %d: field %q", i, f.Name)
