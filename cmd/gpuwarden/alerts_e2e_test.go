@@ -207,3 +207,50 @@ func TestUpPostsAnAdaptiveCard(t *testing.T) {
 		t.Errorf("the card does not name the host %q: %s", host, got[0])
 	}
 }
+
+// TestUpAlertLinksToItsFleetNode runs an agent that reports to a real fleet
+// server: its alerts name the node ID the server registered and link to
+// that node's page on the fleet dashboard.
+func TestUpAlertLinksToItsFleetNode(t *testing.T) {
+	dir := t.TempDir()
+	srv := startServer(t, dir, "sqlite:"+filepath.Join(dir, "server.db"))
+	admin := writeFile(t, filepath.Join(dir, "admin.token"), srv.admin)
+	r := gwLive(t, dir, "token", "create", "--project", "ml", "--role", "agent", "--server", srv.url, "--token-file", admin)
+	if r.code != 0 {
+		t.Fatalf("token create: %d %s", r.code, r.stderr)
+	}
+	agentToken := writeFile(t, filepath.Join(dir, "agent.token"), strings.TrimSpace(r.stdout))
+	rec, hook := newHookReceiver(t)
+	p := startUp(t, dir, "--simulate", "1xH100,load=0", "--idle-window", "2s", "--dry-run", "--ignore-sessions", "--cloud", "none",
+		"--server", srv.url, "--token-file", agentToken, "--heartbeat", "1s", "--webhook", hook.URL+"/hook", "--webhook-format", "json")
+	got := rec.waitFor(t, p, 20*time.Second, func(bs [][]byte) bool { return len(bs) > 0 })
+	var alert struct {
+		Box struct {
+			NodeID string `json:"node_id"`
+		} `json:"box"`
+		Link string `json:"link"`
+	}
+	if err := json.Unmarshal(got[0], &alert); err != nil {
+		t.Fatal(err)
+	}
+	if alert.Box.NodeID == "" || alert.Link != srv.url+"/nodes/"+alert.Box.NodeID {
+		t.Fatalf("alert names node %q and links to %q, want the node's page under %s", alert.Box.NodeID, alert.Link, srv.url)
+	}
+	// The server knows the node by that ID once the agent registered.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, srv.url+"/api/v1/nodes/"+alert.Box.NodeID, nil)
+		req.Header.Set("Authorization", "Bearer "+srv.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server has no node %s (last: %v %v)\nagent log:\n%s", alert.Box.NodeID, resp, err, p.text())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -204,7 +205,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		}
 		return ag.Status()
 	}
-	notifier, err := a.notifier(f, cfg, status, log)
+	notifier, err := a.notifier(ctx, f, cfg, gpus, status, log)
 	if err != nil {
 		return err
 	}
@@ -325,7 +326,7 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 
 // notifier sends alerts to the webhooks and, for people at a terminal,
 // with wall; a burst of the same alert goes out once an hour at most.
-func (a *app) notifier(f *upFlags, cfg agent.Config, status func() gpuwarden.AgentStatus, log *slog.Logger) (gpuwarden.Notifier, error) {
+func (a *app) notifier(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, status func() gpuwarden.AgentStatus, log *slog.Logger) (gpuwarden.Notifier, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	ns := notify.Multi{&notify.Wall{Log: log}}
 	box := notify.Box{Host: cfg.Node, NodeID: f.fleet.nodeID, InstanceID: f.fleet.instanceID, DryRun: cfg.DryRun,
@@ -343,7 +344,12 @@ func (a *app) notifier(f *upFlags, cfg agent.Config, status func() gpuwarden.Age
 	}
 	switch {
 	case f.fleet.server != "":
+		// The node's page on the fleet dashboard, under the ID the shipper registers.
 		box.Link = strings.TrimSuffix(f.fleet.server, "/") + "/"
+		if id := a.alertNodeID(ctx, f, cfg.Node, gpus); id != "" {
+			box.NodeID = id
+			box.Link += "nodes/" + url.PathEscape(id)
+		}
 	case f.listen != "":
 		host, port, err := net.SplitHostPort(f.listen)
 		if err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
@@ -363,6 +369,23 @@ func (a *app) notifier(f *upFlags, cfg agent.Config, status func() gpuwarden.Age
 		ns = append(ns, w)
 	}
 	return &notify.Dedup{Next: ns, Window: time.Hour}, nil
+}
+
+// alertNodeID is the node ID the shipper will register, for the alerts;
+// empty when the GPUs cannot be listed (the shipper then fails and says so).
+func (a *app) alertNodeID(ctx context.Context, f *upFlags, host string, gpus gpuwarden.GPUs) string {
+	var list []gpuwarden.GPU
+	if gpus != nil {
+		var err error
+		if list, err = gpus.List(ctx); err != nil {
+			return ""
+		}
+	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return ""
+	}
+	return fleetNodeID(f, host, dataDir, list)
 }
 
 // watchNotices relays the cloud's notices to the agent.
