@@ -545,15 +545,21 @@ func TestInferFormat(t *testing.T) {
 		{"https://ntfy.example.org/gpu-alerts", FormatNtfy},
 		{"https://example.org/ntfy/gpu-alerts", FormatNtfy},
 		{"https://mattermost.example.org/hooks/xyz", FormatSlack},
-		{"https://discord.com/channels/1/2", FormatSlack}, // not a webhook path
+		{"https://discord.com/channels/1/2", FormatSlack},             // not a webhook path
+		{"json+https://hooks.slack.com/services/T0/B0/X", FormatJSON}, // named on the URL: it wins
+		{"ntfy+http://127.0.0.1:8080/alerts", FormatNtfy},
+		{"pagerduty+https://events.pagerduty.com/v2/enqueue?routing_key=" + routingKey, FormatPagerDuty},
 	}
 	for _, tt := range tests {
 		u, err := url.Parse(tt.url)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := InferFormat(u); got != tt.want {
-			t.Errorf("InferFormat(%s) = %q, want %q", tt.url, got, tt.want)
+		// InferFormat reads hosts; a format named on the URL is NewWebhook's.
+		if _, _, named := SplitFormat(tt.url); !named {
+			if got := InferFormat(u); got != tt.want {
+				t.Errorf("InferFormat(%s) = %q, want %q", tt.url, got, tt.want)
+			}
 		}
 		w, err := NewWebhook(tt.url, FormatAuto, nil)
 		if err != nil {
@@ -563,6 +569,27 @@ func TestInferFormat(t *testing.T) {
 		if w.Format() != tt.want {
 			t.Errorf("NewWebhook(%s).Format() = %q, want %q", tt.url, w.Format(), tt.want)
 		}
+	}
+}
+
+func TestSplitFormat(t *testing.T) {
+	tests := []struct{ in, format, rest string }{
+		{"json+https://x.example/hook", FormatJSON, "https://x.example/hook"},
+		{"teams+http://127.0.0.1:9/flow", FormatTeams, "http://127.0.0.1:9/flow"},
+		{"auto+https://x.example/", "", "auto+https://x.example/"},
+		{"xml+https://x.example/", "", "xml+https://x.example/"},
+		{"json+ftp://x.example/", "", "json+ftp://x.example/"},
+		{"https://a+b.example/", "", "https://a+b.example/"},
+	}
+	for _, tt := range tests {
+		f, rest, ok := SplitFormat(tt.in)
+		if f != tt.format || rest != tt.rest || ok != (tt.format != "") {
+			t.Errorf("SplitFormat(%q) = %q, %q, %v; want %q, %q", tt.in, f, rest, ok, tt.format, tt.rest)
+		}
+	}
+	w, err := NewWebhook("ntfy+http://127.0.0.1:9/alerts", FormatSlack, nil)
+	if err != nil || w.Format() != FormatNtfy || w.url != "http://127.0.0.1:9/alerts" {
+		t.Errorf("NewWebhook with a named format: %v, format %q, url %q", err, w.Format(), w.url)
 	}
 }
 

@@ -131,8 +131,13 @@ func WithLogger(log *slog.Logger) Option { return func(w *Webhook) { w.log = log
 // Formats; "" or FormatAuto infers it from the URL) through client (nil
 // means a plain http.Client); a bad URL or format is an invalid-input error.
 // A PagerDuty URL is pagerduty://ROUTING_KEY or an events URL with
-// ?routing_key=ROUTING_KEY; the key is never posted in the URL.
+// ?routing_key=ROUTING_KEY; the key is never posted in the URL. A URL may
+// name its own format first, "json+https://…" (SplitFormat).
 func NewWebhook(rawURL, format string, client *http.Client, opts ...Option) (*Webhook, error) {
+	if f, rest, ok := SplitFormat(rawURL); ok {
+		// A format named on the URL is the most specific: it wins over the flag.
+		format, rawURL = f, rest
+	}
 	if !slices.Contains(Formats, format) && format != "" {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "webhook format %q is not known", format).
 			WithHint("use one of %s", strings.Join(Formats, ", "))
@@ -175,6 +180,18 @@ func NewWebhook(rawURL, format string, client *http.Client, opts ...Option) (*We
 		w.log = slog.New(slog.DiscardHandler)
 	}
 	return w, nil
+}
+
+// SplitFormat reads a format named on the URL itself, "ntfy+https://…" or
+// "json+http://…", so that one list of webhooks can mix formats the URL
+// does not tell; ok is false for a URL without one.
+func SplitFormat(rawURL string) (format, rest string, ok bool) {
+	f, rest, found := strings.Cut(rawURL, "+")
+	if !found || f == FormatAuto || !slices.Contains(Formats, f) ||
+		!(strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://")) {
+		return "", rawURL, false
+	}
+	return f, rest, true
 }
 
 // String names the endpoint without its secret path, for logs.

@@ -235,8 +235,8 @@ func reachWebhooks(ctx context.Context, urls []string) map[string]error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			target := u
-			if strings.HasPrefix(u, "pagerduty://") {
+			_, target, _ := notify.SplitFormat(u)
+			if strings.HasPrefix(target, "pagerduty://") {
 				target = notify.PagerDutyEventsURL // the key names no host of its own
 			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodHead, target, nil)
