@@ -59,6 +59,11 @@ type Event struct {
 	Seq int64 `json:"seq,omitempty"`
 }
 
+// DataResolves is the Data key of an event that ends earlier alerts (an
+// idle episode over, a notice canceled): the space-separated Keys it
+// resolves, so that a pager closes the incident those keys opened.
+const DataResolves = "resolves"
+
 // The most one event may carry to the fleet server: the server refuses an
 // event over either, and the agent cuts what it ships to fit.
 const (

@@ -364,12 +364,13 @@ func noticeEvent(n gpuwarden.Notice) gpuwarden.Event {
 	if !eff.Ends && !eff.Interrupts {
 		sev = gpuwarden.SeverityWarning
 	}
+	data := map[string]string{"provider": n.Provider, "id": n.ID}
 	if n.Canceled {
+		data[gpuwarden.DataResolves] = key
 		sev, key = gpuwarden.SeverityInfo, key+"-over"
 		msg = fmt.Sprintf("%s %s event %s is over or canceled (%s)", n.Provider, n.Kind, n.ID, n.Detail)
 	}
-	return gpuwarden.Event{Kind: n.Kind, Severity: sev, Key: key, Message: msg,
-		Data: map[string]string{"provider": n.Provider, "id": n.ID}}
+	return gpuwarden.Event{Kind: n.Kind, Severity: sev, Key: key, Message: msg, Data: data}
 }
 
 // OnSync alerts, once per checkpoint, when a supervised job's newest

@@ -138,6 +138,18 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 	since := a.idle.since
 	switch {
 	case !st.Idle:
+		a.mu.Lock()
+		prev := a.lastTick
+		a.mu.Unlock()
+		if !since.IsZero() && !prev.Before(since.Add(cfg.Window-cfg.WarnBefore)) {
+			// The episode a warning (or a dry run's stop) went out for at
+			// the previous tick is over: resolve those alerts, so that a
+			// pager closes its incident.
+			p := since.UTC().Format(time.RFC3339)
+			a.alert(ctx, gpuwarden.Event{Kind: "idle-over", Severity: gpuwarden.SeverityInfo, Key: "idle-over-" + p,
+				Message: fmt.Sprintf("%s is busy again (%s): the idle stop is off", a.cfg.Node, strings.Join(st.Busy, ", ")),
+				Data:    map[string]string{gpuwarden.DataResolves: "idle-warning-" + p + " idle-stop-" + p}})
+		}
 		since = time.Time{}
 	case since.IsZero():
 		since = now

@@ -350,6 +350,8 @@ func TestParseAccepts(t *testing.T) {
 			func(p *gpuwarden.Plan) bool { return p.Budget.MonthlyLimit == 1_234_560_000 }},
 		{"work_hours equal to the month", "workload:\n  kind: notebook\nwork_hours: 730\n",
 			func(p *gpuwarden.Plan) bool { return p.WorkHours == 730 }},
+		{"pagerduty and format-named webhooks", base + "webhooks: [\"pagerduty://R0UT1NGKEY0123456789abcdefABCDEF\", \"json+https://x.example/hook\"]\n",
+			func(p *gpuwarden.Plan) bool { return len(p.Webhooks) == 2 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/yamlerr"
 	"github.com/gpuwarden/gpuwarden/launch"
+	"github.com/gpuwarden/gpuwarden/notify"
 )
 
 // Limits the validation enforces.
@@ -214,8 +215,12 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 		}
 	}
 	for i, w := range p.Webhooks {
-		if u, err := url.Parse(w); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			c.fail(fmt.Sprintf("webhooks[%d]", i), "is not an http(s) URL", "e.g. https://hooks.slack.com/services/…")
+		// pagerduty://ROUTING_KEY is notify's short form of PagerDuty's
+		// events URL; FORMAT+https://… names the body format on the URL.
+		_, bare, _ := notify.SplitFormat(w)
+		if u, err := url.Parse(bare); err != nil || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "pagerduty") || u.Host == "" {
+			c.fail(fmt.Sprintf("webhooks[%d]", i), "is not an http(s) or pagerduty:// URL",
+				"e.g. https://hooks.slack.com/services/…, pagerduty://ROUTING_KEY or json+https://… (docs/alerts.md)")
 		}
 	}
 	return c.err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -1302,5 +1303,167 @@ func TestKubernetesBootstrapIsDocumented(t *testing.T) {
 	bootstrap := regexp.MustCompile(`token create --bootstrap --db "\$GPUWARDEN_DB"'\s*\|\s*kubectl -n gpuwarden create secret generic \S+ --from-file=token=/dev/stdin`)
 	if !bootstrap.MatchString(text) {
 		t.Errorf("%s/README.md does not pipe `token create --bootstrap` into a Secret", kubernetesDir)
+	}
+}
+
+// instruction is one Dockerfile instruction with its continuation lines
+// joined, as BuildKit reads it.
+type instruction struct {
+	line int
+	cmd  string // upper case: FROM, RUN, USER …
+	args string
+}
+
+// parseDockerfile reads instructions, skipping comments and joining lines
+// that end in a backslash.
+func parseDockerfile(t *testing.T, path string) []instruction {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []instruction
+	var cur *instruction
+	for i, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur == nil) {
+			continue
+		}
+		cont := strings.HasSuffix(trimmed, "\\")
+		trimmed = strings.TrimSpace(strings.TrimSuffix(trimmed, "\\"))
+		if cur == nil {
+			cmd, args, _ := strings.Cut(trimmed, " ")
+			cur = &instruction{line: i + 1, cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
+		} else {
+			cur.args += " " + trimmed
+		}
+		if !cont {
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	if cur != nil {
+		t.Fatalf("%s:%d: the last instruction ends in a backslash", path, cur.line)
+	}
+	return out
+}
+
+// finalStage is the instructions after the last FROM: the image that ships.
+func finalStage(ins []instruction) []instruction {
+	for i := len(ins) - 1; i >= 0; i-- {
+		if ins[i].cmd == "FROM" {
+			return ins[i+1:]
+		}
+	}
+	return ins
+}
+
+// labelArgs reads a LABEL's key="value" pairs.
+var labelPair = regexp.MustCompile(`([a-z0-9.\-]+)="([^"]*)"`)
+
+// TestDockerfileRunsAsItsOwnUser checks what `up` and `server` need in the
+// image without running docker: a non-root user that owns the data folder
+// the binary picks by default ($XDG_STATE_HOME/gpuwarden for a user other
+// than root), a volume there, and the OCI labels filled from build args.
+func TestDockerfileRunsAsItsOwnUser(t *testing.T) {
+	final := finalStage(parseDockerfile(t, dockerfile))
+	var user, xdg, volume string
+	var runs []string
+	labels := map[string]string{}
+	args := map[string]bool{}
+	for _, in := range final {
+		switch in.cmd {
+		case "USER":
+			user = in.args
+		case "ENV":
+			if k, v, ok := strings.Cut(in.args, "="); ok && k == "XDG_STATE_HOME" {
+				xdg = v
+			}
+		case "VOLUME":
+			volume = in.args
+		case "RUN":
+			runs = append(runs, in.args)
+		case "ARG":
+			name, _, _ := strings.Cut(in.args, "=")
+			args[name] = true
+		case "LABEL":
+			for _, m := range labelPair.FindAllStringSubmatch(in.args, -1) {
+				labels[m[1]] = m[2]
+			}
+		}
+	}
+	uid, _, _ := strings.Cut(user, ":")
+	dataDir := filepath.Join(xdg, "gpuwarden")
+	run := strings.Join(runs, " && ")
+	created := regexp.MustCompile(`mkdir -p (\S+)`).FindAllStringSubmatch(run, -1)
+	var mkdirs []string
+	for _, m := range created {
+		mkdirs = append(mkdirs, m[1])
+	}
+	checks := []check{
+		{"user is set and not root", uid != "" && uid != "0" && uid != "root", true},
+		{"the data folder is the binary's default for that user", dataDir, "/var/lib/gpuwarden"},
+		{"the data folder is created", slices.Contains(mkdirs, dataDir), true},
+		{"the data folder is owned by the user", strings.Contains(run, "chown "+user+" "+dataDir) ||
+			strings.Contains(run, "chown "+uid+":"+uid+" "+dataDir), true},
+		{"the data folder is a volume", volume, dataDir},
+	}
+	for _, key := range []string{"title", "description", "source", "licenses", "version", "revision"} {
+		v, ok := labels["org.opencontainers.image."+key]
+		checks = append(checks, check{"label " + key, ok && v != "", true})
+		if arg, isArg := strings.CutPrefix(v, "${"); isArg {
+			arg = strings.TrimSuffix(arg, "}")
+			checks = append(checks, check{"label " + key + " comes from a build arg of the final stage", args[arg], true})
+		}
+	}
+	checks = append(checks,
+		check{"version label", labels["org.opencontainers.image.version"], "${VERSION}"},
+		check{"revision label", labels["org.opencontainers.image.revision"], "${COMMIT}"})
+	runChecks(t, checks)
+}
+
+// TestImageRunsUpAndServerAsItsUser builds the image and runs `up` and
+// `server` in it as the image's user, with the default data folder; it
+// needs a docker daemon and GPUWARDEN_DOCKER_TESTS=1.
+func TestImageRunsUpAndServerAsItsUser(t *testing.T) {
+	if os.Getenv("GPUWARDEN_DOCKER_TESTS") != "1" {
+		t.Skip("set GPUWARDEN_DOCKER_TESTS=1 (and have docker) to build and run the image")
+	}
+	docker := func(args ...string) (string, error) {
+		out, err := exec.Command("docker", args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := docker("info"); err != nil {
+		t.Fatalf("docker info: %v\n%s", err, out)
+	}
+	tag := "gpuwarden-test:" + strconv.Itoa(os.Getpid())
+	if out, err := docker("build", "-f", "Dockerfile", "-t", tag, "--build-arg", "VERSION=0.0.0-test", "--build-arg", "COMMIT=test", ".."); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = docker("rmi", "-f", tag) })
+	out, err := docker("image", "inspect", "--format", `{{index .Config.Labels "org.opencontainers.image.version"}} {{.Config.User}}`, tag)
+	if err != nil || strings.TrimSpace(out) != "0.0.0-test 65532:65532" {
+		t.Errorf("image labels/user: %q, %v; want \"0.0.0-test 65532:65532\"", out, err)
+	}
+	tests := []struct {
+		name, want string
+		args       []string
+	}{
+		{"up", "agent up", []string{"up", "--simulate", "1xH100", "--listen", "", "--idle-window", "2s", "--dry-run"}},
+		{"server", "fleet server up", []string{"server", "--listen", "127.0.0.1:8080"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// timeout ends the command after 5 s (exit 124): it ran that long without failing.
+			args := append([]string{"run", "--rm", "--entrypoint", "timeout", tag, "5", "/usr/local/bin/gpuwarden"}, tt.args...)
+			out, err := docker(args...)
+			var ee *exec.ExitError
+			if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 124) {
+				t.Fatalf("docker run: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, tt.want) || strings.Contains(out, "permission denied") {
+				t.Errorf("want %q and no permission error:\n%s", tt.want, out)
+			}
+		})
 	}
 }

@@ -1,6 +1,9 @@
-// Package notify sends the agent's events where people see them: chat
-// webhooks (Slack-compatible or generic JSON) and wall(1) on the box itself,
-// with a burst guard (Dedup) and a fan-out (Multi) around them.
+// Package notify sends the agent's events where people see them: webhooks
+// in the receiver's own format (Slack Block Kit, Microsoft Teams Adaptive
+// Cards, Discord embeds, PagerDuty Events v2, ntfy, generic JSON) and
+// wall(1) on the box itself, with a burst guard (Dedup) and a fan-out
+// (Multi) around them. An event whose Data names the keys it resolves ends
+// those alerts: a PagerDuty resolve, a short "resolved" message elsewhere.
 //
 // Delivery is best effort with a bound: a webhook retries what a retry can
 // fix (network errors, 429, 5xx) a few times with backoff, and gives up with
@@ -12,7 +15,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,22 +23,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gpuwarden/gpuwarden"
-)
-
-// The webhook body formats NewWebhook accepts.
-const (
-	// FormatSlack is {"text": "..."}: what Slack, Mattermost and Discord's
-	// /slack endpoint all accept, so one format reaches the common chats.
-	FormatSlack = "slack"
-	// FormatJSON is the event itself plus "node" and "source", for
-	// receivers that route on fields rather than read text.
-	FormatJSON = "json"
 )
 
 // Defaults for a Webhook; the options below change them.
@@ -69,19 +62,20 @@ const (
 
 // Webhook posts events to one HTTP endpoint; it is safe for concurrent use.
 type Webhook struct {
-	url      string
-	target   string // scheme://host, what errors and logs show: the path of a Slack URL is its secret
-	format   string
-	client   *http.Client
-	node     string
-	attempts int
-	timeout  time.Duration
-	base     time.Duration
-	maxDelay time.Duration
-	maxAfter time.Duration
-	sleep    func(ctx context.Context, d time.Duration) error
-	rand     func() float64
-	log      *slog.Logger
+	url        string
+	target     string // scheme://host, what errors and logs show: the path of a Slack URL is its secret
+	format     string
+	routingKey string // PagerDuty's integration key, never logged
+	client     *http.Client
+	box        Box
+	attempts   int
+	timeout    time.Duration
+	base       time.Duration
+	maxDelay   time.Duration
+	maxAfter   time.Duration
+	sleep      func(ctx context.Context, d time.Duration) error
+	rand       func() float64
+	log        *slog.Logger
 }
 
 var _ gpuwarden.Notifier = (*Webhook)(nil)
@@ -90,7 +84,18 @@ var _ gpuwarden.Notifier = (*Webhook)(nil)
 type Option func(*Webhook)
 
 // WithNode names the box in every message; the default is the host name.
-func WithNode(node string) Option { return func(w *Webhook) { w.node = node } }
+func WithNode(node string) Option { return func(w *Webhook) { w.box.Host = node } }
+
+// WithBox sets what every message says about the box: its IDs, owner,
+// provider, dashboard and live money; an empty Host keeps the host name.
+func WithBox(b Box) Option {
+	return func(w *Webhook) {
+		if b.Host == "" {
+			b.Host = w.box.Host
+		}
+		w.box = b
+	}
+}
 
 // WithAttempts sets how many times a send is tried in all (at least 1).
 func WithAttempts(n int) Option {
@@ -122,38 +127,51 @@ func WithRand(rand func() float64) Option { return func(w *Webhook) { w.rand = r
 // WithLogger sets where retries are noted (at debug level).
 func WithLogger(log *slog.Logger) Option { return func(w *Webhook) { w.log = log } }
 
-// NewWebhook returns a webhook posting to rawURL in format (FormatSlack or
-// FormatJSON) through client (nil means a plain http.Client); a bad URL or
-// format is an invalid-input error.
+// NewWebhook returns a webhook posting to rawURL in format (one of
+// Formats; "" or FormatAuto infers it from the URL) through client (nil
+// means a plain http.Client); a bad URL or format is an invalid-input error.
+// A PagerDuty URL is pagerduty://ROUTING_KEY or an events URL with
+// ?routing_key=ROUTING_KEY; the key is never posted in the URL. A URL may
+// name its own format first, "json+https://…" (SplitFormat).
 func NewWebhook(rawURL, format string, client *http.Client, opts ...Option) (*Webhook, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// Never echo the URL: a Slack webhook URL is a credential.
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "webhook url is not an http(s) url").
-			WithHint("write the full url, e.g. https://hooks.slack.com/services/T000/B000/XXXX")
+	if f, rest, ok := SplitFormat(rawURL); ok {
+		// A format named on the URL is the most specific: it wins over the flag.
+		format, rawURL = f, rest
 	}
-	if format != FormatSlack && format != FormatJSON {
+	if !slices.Contains(Formats, format) && format != "" {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "webhook format %q is not known", format).
-			WithHint("use %q (Slack, Mattermost, Discord's /slack url) or %q (the event as JSON)", FormatSlack, FormatJSON)
+			WithHint("use one of %s", strings.Join(Formats, ", "))
+	}
+	if format == "" || format == FormatAuto {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "webhook url is not a url")
+		}
+		format = InferFormat(u)
+	}
+	u, key, err := endpoint(rawURL, format)
+	if err != nil {
+		return nil, err
 	}
 	if client == nil {
 		client = &http.Client{}
 	}
 	node, _ := os.Hostname()
 	w := &Webhook{
-		url:      rawURL,
-		target:   u.Scheme + "://" + u.Host,
-		format:   format,
-		client:   client,
-		node:     node,
-		attempts: DefaultAttempts,
-		timeout:  DefaultTimeout,
-		base:     DefaultBackoff,
-		maxDelay: DefaultMaxDelay,
-		maxAfter: DefaultMaxRetryAfter,
-		sleep:    sleepCtx,
-		rand:     rand.Float64,
-		log:      slog.New(slog.DiscardHandler),
+		url:        u.String(),
+		target:     u.Scheme + "://" + u.Host,
+		format:     format,
+		routingKey: key,
+		client:     client,
+		box:        Box{Host: node},
+		attempts:   DefaultAttempts,
+		timeout:    DefaultTimeout,
+		base:       DefaultBackoff,
+		maxDelay:   DefaultMaxDelay,
+		maxAfter:   DefaultMaxRetryAfter,
+		sleep:      sleepCtx,
+		rand:       rand.Float64,
+		log:        slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(w)
@@ -164,8 +182,23 @@ func NewWebhook(rawURL, format string, client *http.Client, opts ...Option) (*We
 	return w, nil
 }
 
+// SplitFormat reads a format named on the URL itself, "ntfy+https://…" or
+// "json+http://…", so that one list of webhooks can mix formats the URL
+// does not tell; ok is false for a URL without one.
+func SplitFormat(rawURL string) (format, rest string, ok bool) {
+	f, rest, found := strings.Cut(rawURL, "+")
+	if !found || f == FormatAuto || !slices.Contains(Formats, f) ||
+		!(strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://")) {
+		return "", rawURL, false
+	}
+	return f, rest, true
+}
+
 // String names the endpoint without its secret path, for logs.
 func (w *Webhook) String() string { return "webhook " + w.target }
+
+// Format is the body format in use, inferred or named.
+func (w *Webhook) Format() string { return w.format }
 
 // StatusError is an endpoint's non-2xx answer, kept whole so that callers
 // can tell a wrong URL or payload (4xx) from an outage (5xx).
@@ -188,15 +221,27 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("status %s: %q", e.Status, e.Body)
 }
 
-// Notify posts the event, retrying network errors, 429 and 5xx with
-// exponential backoff; other 4xx fail at once, since a retry cannot fix them.
+// Notify posts the event (for PagerDuty, one resolve per key it resolves),
+// retrying network errors, 429 and 5xx with exponential backoff; other 4xx
+// fail at once, since a retry cannot fix them.
 func (w *Webhook) Notify(ctx context.Context, e gpuwarden.Event) error {
-	body, err := w.Body(e)
+	reqs, err := w.requests(NewAlert(e, w.box))
 	if err != nil {
 		return fmt.Errorf("%s: %w", w, err)
 	}
+	var errs []error
+	for _, r := range reqs {
+		if err := w.send(ctx, r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// send posts one request with the retry policy.
+func (w *Webhook) send(ctx context.Context, r request) error {
 	for attempt := 1; ; attempt++ {
-		err := w.post(ctx, body)
+		err := w.post(ctx, r)
 		if err == nil {
 			return nil
 		}
@@ -221,14 +266,16 @@ func (w *Webhook) Notify(ctx context.Context, e gpuwarden.Event) error {
 }
 
 // post makes one attempt, bounded by the per-attempt timeout.
-func (w *Webhook) post(ctx context.Context, body []byte) error {
+func (w *Webhook) post(ctx context.Context, r request) error {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(r.body))
 	if err != nil {
 		return fmt.Errorf("new request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
 	req.Header.Set("User-Agent", "gpuwarden")
 	resp, err := w.client.Do(req)
 	if err != nil {
@@ -315,31 +362,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Body is the request body Notify sends for e, exposed so that a dry run
-// can show what would be posted.
+// Body is the first request body Notify sends for e, exposed so that a dry
+// run can show what would be posted.
 func (w *Webhook) Body(e gpuwarden.Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Receivers show the text to people: keep <, > and & readable in the
-	// JSON instead of \u003c escapes.
-	enc.SetEscapeHTML(false)
-	var v any
-	switch w.format {
-	case FormatSlack:
-		v = struct {
-			Text string `json:"text"`
-		}{slackEscape(Text(e, w.node))}
-	default:
-		v = struct {
-			gpuwarden.Event
-			Node   string `json:"node"`
-			Source string `json:"source"`
-		}{e, w.node, "gpuwarden"}
+	reqs, err := w.requests(NewAlert(e, w.box))
+	if err != nil || len(reqs) == 0 {
+		return nil, err
 	}
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode %s body: %w", w.format, err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return reqs[0].body, nil
 }
 
 // Text is the one-line human form of an event, "[WARNING] kind on node:

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -105,58 +106,34 @@ func newTestWebhook(t *testing.T, url, format string, sl *sleeps, opts ...Option
 	return w
 }
 
-func TestWebhookBodies(t *testing.T) {
-	tests := []struct {
-		name   string
-		format string
-		event  gpuwarden.Event
-		want   string
-	}{
-		{
-			name:   "slack",
-			format: FormatSlack,
-			event:  budgetEvent,
-			want:   `{"text":"[WARNING] budget on gpu-box-1: spent 80% of &lt;$500&gt; &amp; \"more\""}`,
-		},
-		{
-			name:   "slack without kind or severity",
-			format: FormatSlack,
-			event:  gpuwarden.Event{Message: "hello"},
-			want:   `{"text":"[INFO] on gpu-box-1: hello"}`,
-		},
-		{
-			name:   "json",
-			format: FormatJSON,
-			event:  budgetEvent,
-			want: `{"time":"2026-11-29T12:00:00Z","kind":"budget","severity":"warning",` +
-				`"message":"spent 80% of <$500> & \"more\"","key":"budget-actual-80-2026-11",` +
-				`"data":{"limit":"500.00","spent":"400.00"},"node":"gpu-box-1","source":"gpuwarden"}`,
-		},
-		{
-			name:   "json critical without key or data",
-			format: FormatJSON,
-			event: gpuwarden.Event{Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
-				Kind: "preemption", Severity: gpuwarden.SeverityCritical, Message: "spot reclaim in 2 min"},
-			want: `{"time":"2026-11-29T12:00:00Z","kind":"preemption","severity":"critical",` +
-				`"message":"spot reclaim in 2 min","node":"gpu-box-1","source":"gpuwarden"}`,
-		},
+// TestWebhookJSONKeepsEventFields checks that the generic JSON body still
+// carries the event's own fields at the top level, as before the alert
+// schema: receivers that route on "kind" or "key" keep working.
+func TestWebhookJSONKeepsEventFields(t *testing.T) {
+	rec := &recorder{}
+	srv := rec.serve(t)
+	w := newTestWebhook(t, srv.URL+"/hook", FormatJSON, &sleeps{})
+	if err := w.Notify(context.Background(), budgetEvent); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
-			srv := rec.serve(t)
-			w := newTestWebhook(t, srv.URL+"/services/T0/B0/secret", tt.format, &sleeps{})
-			if err := w.Notify(context.Background(), tt.event); err != nil {
-				t.Fatal(err)
-			}
-			got := rec.got()
-			if len(got) != 1 || got[0] != tt.want {
-				t.Errorf("bodies:\n got %q\nwant [%q]", got, tt.want)
-			}
-			if ct := rec.headers[0].Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type = %q, want application/json", ct)
-			}
-		})
+	got := rec.got()
+	if len(got) != 1 {
+		t.Fatalf("got %d bodies, want 1", len(got))
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(got[0]), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"schema": AlertSchema, "time": "2026-11-29T12:00:00Z", "kind": "budget", "severity": "warning",
+		"message": `spent 80% of <$500> & "more"`, "key": "budget-actual-80-2026-11", "node": "gpu-box-1",
+		"source": "gpuwarden", "status": "trigger"}
+	for k, v := range want {
+		if body[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, body[k], v)
+		}
+	}
+	if ct := rec.headers[0].Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", ct)
 	}
 }
 
@@ -166,10 +143,16 @@ func TestWebhookLongTextIsCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(body) > maxTextBytes+len(`{"text":""}`) || !strings.HasSuffix(string(body), `..."}`) {
-		t.Errorf("body is %d bytes, ends %q; want at most %d bytes of text ending in ...",
-			len(body), body[len(body)-10:], maxTextBytes)
+	var v struct {
+		Text string `json:"text"`
 	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Text) > maxTextBytes || !strings.HasSuffix(v.Text, "...") {
+		t.Errorf("text is %d bytes, ends %q; want at most %d bytes ending in ...", len(v.Text), v.Text[len(v.Text)-10:], maxTextBytes)
+	}
+	checkSlack(t, body)
 }
 
 func TestWebhookRetries(t *testing.T) {
@@ -361,6 +344,9 @@ func TestNewWebhookRejects(t *testing.T) {
 		{"no scheme", "hooks.example.com/x", FormatSlack},
 		{"ftp", "ftp://hooks.example.com/x", FormatSlack},
 		{"empty", "", FormatJSON},
+		{"pagerduty without key", "https://events.pagerduty.com/v2/enqueue", FormatPagerDuty},
+		{"pagerduty short key", "pagerduty://abc", FormatAuto},
+		{"pagerduty odd key", "pagerduty://" + strings.Repeat("a", 31) + "-", FormatAuto},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

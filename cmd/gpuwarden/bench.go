@@ -87,7 +87,7 @@ the budget (--min-rate, --max-p99) is missed.
 				return err
 			}
 			if f.output == "json" {
-				err = writeJSON(a.stdout, res)
+				err = writeJSON(a.stdout, "bench", res)
 			} else {
 				err = benchTable(a, res)
 			}

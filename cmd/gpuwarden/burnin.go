@@ -94,7 +94,7 @@ The GPU work runs in a child process per GPU, killed at --timeout.
 			}
 			a.recordBurnin(cmd.Context(), dataDir, report)
 			if output == "json" {
-				err = writeJSON(a.stdout, report)
+				err = writeJSON(a.stdout, "burnin", report)
 			} else {
 				err = burnin.Table(a.stdout, report)
 			}
@@ -195,7 +195,7 @@ func (a *app) burnCommand() *cobra.Command {
 				}
 				r.GEMM = &g
 			}
-			return writeJSON(a.stdout, r)
+			return writeJSON(a.stdout, "", r)
 		},
 	}
 	c.Flags().StringVar(&reqJSON, "request", "{}", "the BurnRequest as JSON")
@@ -266,7 +266,7 @@ memory, ECC and Xid errors seen, and its error rate — so a bad host shows up.
 			}
 			nodes := scorecards(events)
 			if output == "json" {
-				return writeJSON(a.stdout, map[string]any{"nodes": nodes})
+				return writeJSON(a.stdout, "nodes", map[string]any{"nodes": nodes})
 			}
 			t := newTable(a.stdout)
 			t.row("NODE", "HOST", "GPUS", "RUNS", "WARN", "FAIL", "MEM ERRORS", "ECC/XID", "ERROR RATE", "LAST")

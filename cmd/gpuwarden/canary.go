@@ -219,7 +219,7 @@ Exit codes (canary's own):
 				return &exitError{code: canaryNoDriver, err: errors.New(r.Notes[len(r.Notes)-1])}
 			}
 			if output == "json" {
-				err = writeJSON(a.stdout, r)
+				err = writeJSON(a.stdout, "canary", r)
 			} else {
 				err = r.table(a.stdout)
 			}

@@ -154,7 +154,7 @@ func TestCanaryReport(t *testing.T) {
 			golden(t, tt.golden, b.String())
 			if tt.golden == "canary-cpu-ok.txt" {
 				b.Reset()
-				if err := writeJSON(&b, r); err != nil {
+				if err := writeJSON(&b, "canary", r); err != nil {
 					t.Fatal(err)
 				}
 				golden(t, "canary-cpu-ok.json", b.String())

@@ -64,7 +64,7 @@ and lists the valid ones and the torn ones, with why.
 				return err
 			}
 			if output == "json" {
-				return writeJSON(a.stdout, map[string]any{"valid": nonNilCheckpoints(valid), "torn": torn})
+				return writeJSON(a.stdout, "checkpoints", map[string]any{"valid": nonNilCheckpoints(valid), "torn": torn})
 			}
 			t := newTable(a.stdout)
 			t.row("NAME", "STEP", "FILES", "BYTES", "STATE")

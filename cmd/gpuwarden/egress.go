@@ -151,7 +151,7 @@ another region is inter-region, anything else leaves over the internet.
 			}
 			r.Residency = checkResidency(p, src, dst)
 			if output == "json" {
-				err = writeJSON(a.stdout, r)
+				err = writeJSON(a.stdout, "egress", r)
 			} else {
 				err = r.table(a.stdout, planFile)
 			}

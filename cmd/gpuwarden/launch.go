@@ -108,7 +108,7 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 			return err
 		}
 		if f.output == "json" {
-			return writeJSON(a.stdout, nonNilAttempts(attempts))
+			return writeJSON(a.stdout, "launch-attempts", map[string]any{"attempts": nonNilAttempts(attempts)})
 		}
 		return attemptsTable(a, attempts)
 	}
@@ -137,8 +137,13 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "--target %v: not every name is a target of %s", f.targets, path)
 		}
 	}
+	// With -o json, stdout is the JSON alone: the progress lines go to stderr.
+	progress := a.stdout
+	if f.output == "json" {
+		progress = a.stderr
+	}
 	opt := launch.Options{Targets: targets, Rules: p.LaunchRules, Deadline: f.deadline, Backoff: f.backoff,
-		Rounds: f.rounds, ReadyTimeout: f.readyTimeout, Env: os.Environ(), Out: a.stdout, Now: a.now,
+		Rounds: f.rounds, ReadyTimeout: f.readyTimeout, Env: os.Environ(), Out: progress, Now: a.now,
 		Log: a.log}
 	if f.fleet.remote() {
 		cl, err := f.fleet.client()
@@ -158,7 +163,7 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 	defer ledger.Close()
 	res, err := launch.Run(ctx, opt, rec)
 	if f.output == "json" {
-		if jerr := writeJSON(a.stdout, res); jerr != nil {
+		if jerr := writeJSON(a.stdout, "launch", res); jerr != nil {
 			return jerr
 		}
 	}

@@ -55,10 +55,11 @@ func TestLaunchFallsBackToPlanC(t *testing.T) {
 	}
 
 	r = gwLive(t, dir, "launch", "--list", "-o", "json", "--data-dir", data)
-	var attempts []gpuwarden.LaunchAttempt
-	if err := json.Unmarshal([]byte(r.stdout), &attempts); err != nil {
+	var list struct{ Attempts []gpuwarden.LaunchAttempt }
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("launch --list: %v\n%s", err, r.stdout)
 	}
+	attempts := list.Attempts
 	type row struct{ target, outcome, class string }
 	var got []row
 	for _, a := range attempts {

@@ -127,7 +127,7 @@ field's match to loosen or tighten it.
 			}
 			warnAll(a.stderr, notes)
 			if output == "json" {
-				return writeJSON(a.stdout, lock)
+				return writeJSON(a.stdout, "lock", lock)
 			}
 			return lockTable(a, f.lockFile, lock)
 		},

@@ -60,7 +60,7 @@ cheaper of on-demand and spot, in the offer's own currency.
 			offers := filterOffers(cat.Offers, f)
 			switch output {
 			case "json":
-				return writeJSON(a.stdout, map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings)})
+				return writeJSON(a.stdout, "offers", map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings)})
 			case "csv":
 				return offersCSV(a.stdout, offers)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,11 +55,61 @@ func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded 
 	return cat, nil
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+// jsonSchema names the schema of a command's -o json: "gpuwarden.<kind>/v1",
+// the form plan's has had since its first release. Fields are only added
+// within v1; a rename or removal makes v2 (docs/json.md).
+func jsonSchema(kind string) string { return "gpuwarden." + kind + "/v1" }
+
+// writeJSON writes v as indented JSON whose first field is "schema":
+// jsonSchema(kind), so that every -o json says what it is; v must encode
+// to an object (a list goes in one under a named field). A v that names
+// its own schema first (plan's view) keeps it. An empty kind writes v as it
+// is: the private protocol between gpuwarden and its own child processes.
+func writeJSON(w io.Writer, kind string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return writeJSONBytes(w, kind, bytes.TrimSpace(buf.Bytes()))
+}
+
+// writeJSONBytes is writeJSON for JSON already encoded (an agent's status).
+func writeJSONBytes(w io.Writer, kind string, raw []byte) error {
+	if kind != "" {
+		var err error
+		if raw, err = withSchema(raw, jsonSchema(kind)); err != nil {
+			return err
+		}
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, raw, "", "  "); err != nil {
+		return fmt.Errorf("indent json: %w", err)
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// withSchema puts "schema": schema first in the JSON object raw.
+func withSchema(raw []byte, schema string) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '{' {
+		return nil, gpuwarden.Errorf(gpuwarden.EInternal, "json output %s is not an object", schema)
+	}
+	field, _ := json.Marshal(schema)
+	head := append([]byte(`{"schema":`), field...)
+	rest := bytes.TrimSpace(raw[1:])
+	switch {
+	case bytes.HasPrefix(raw, head):
+		return raw, nil // the value names this schema itself
+	case bytes.HasPrefix(raw, []byte(`{"schema":`)):
+		return nil, gpuwarden.Errorf(gpuwarden.EInternal, "json output names another schema than %s", schema)
+	case len(rest) > 0 && rest[0] == '}':
+		return append(head, '}'), nil
+	}
+	return append(append(head, ','), rest...), nil
 }
 
 // table prints aligned columns with no trailing blanks; numeric columns are

@@ -81,7 +81,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			v := planView{Report: r, Schema: planJSONSchema, File: path}
 			switch output {
 			case "json":
-				err = writeJSON(a.stdout, v)
+				err = writeJSON(a.stdout, "plan", v)
 			case "csv":
 				err = v.csv(a.stdout)
 			case "md":

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/burnin"
 	"github.com/gpuwarden/gpuwarden/config"
+	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preflight"
 	"github.com/gpuwarden/gpuwarden/sqlite"
@@ -107,7 +108,7 @@ func (a *app) runPreflight(ctx context.Context, f *preflightFlags, args []string
 	}
 	items := preflight.Check(facts)
 	if f.output == "json" {
-		if err := writeJSON(a.stdout, map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict)}); err != nil {
+		if err := writeJSON(a.stdout, "preflight", map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict)}); err != nil {
 			return err
 		}
 	} else if err := preflightTable(a.stdout, items); err != nil {
@@ -234,7 +235,11 @@ func reachWebhooks(ctx context.Context, urls []string) map[string]error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+			_, target, _ := notify.SplitFormat(u)
+			if strings.HasPrefix(target, "pagerduty://") {
+				target = notify.PagerDutyEventsURL // the key names no host of its own
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodHead, target, nil)
 			if err == nil {
 				var resp *http.Response
 				if resp, err = client.Do(req); err == nil {

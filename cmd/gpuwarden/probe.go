@@ -41,7 +41,7 @@ func (a *app) probeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeJSON(a.stdout, r)
+			return writeJSON(a.stdout, "", r)
 		},
 	}
 	c.Flags().IntVar(&req.Index, "index", 0, "GPU index")

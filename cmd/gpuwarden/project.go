@@ -121,7 +121,7 @@ func (a *app) printProjects(output string, ps []gpuwarden.Project) error {
 		if ps == nil {
 			ps = []gpuwarden.Project{}
 		}
-		return writeJSON(a.stdout, ps)
+		return writeJSON(a.stdout, "projects", map[string]any{"projects": ps})
 	}
 	t := newTable(a.stdout)
 	t.row("PROJECT", "BUDGET/MONTH", "CREATED")

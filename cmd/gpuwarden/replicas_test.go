@@ -53,8 +53,8 @@ func TestTwoReplicasOnOnePostgres(t *testing.T) {
 		t.Fatalf("%d replicas wrote an admin.token, want exactly 1", files)
 	}
 	r := gwLive(t, dir, "token", "list", "--db", dsn, "-o", "json")
-	var toks []gpuwarden.Token
-	if err := json.Unmarshal([]byte(r.stdout), &toks); err != nil || len(toks) != 1 {
+	var toks struct{ Tokens []gpuwarden.Token }
+	if err := json.Unmarshal([]byte(r.stdout), &toks); err != nil || len(toks.Tokens) != 1 {
 		t.Fatalf("tokens in the database after two first starts: %v %s, want exactly 1", err, r.stdout)
 	}
 	checkMigratedOnce(t, dsn)

@@ -81,7 +81,7 @@ box) and prints one report:
 	fl.DurationVar(&f.lostAfter, "lost-after", report.DefaultLostAfter, "orphans: no heartbeat this long makes a box lost")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning: the ledger that gpuwarden launch recorded in (without --server or --db)")
 	fl.StringVar(&f.post, "post", "", "also post the markdown report to this webhook `URL`")
-	fl.StringVar(&f.postFormat, "post-format", "slack", "webhook body for --post: slack or json")
+	fl.StringVar(&f.postFormat, "post-format", notify.FormatAuto, "webhook body for --post: auto (from the URL), slack, teams, discord, pagerduty, ntfy or json")
 	return c
 }
 
@@ -136,7 +136,7 @@ func (a *app) runReport(ctx context.Context, name string, f *reportFlags) error 
 	}
 	switch f.output {
 	case "json":
-		return writeJSON(a.stdout, v)
+		return writeJSON(a.stdout, "report."+name, v)
 	case "md":
 		return report.Write(a.stdout, v, true, title)
 	}

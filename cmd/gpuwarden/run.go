@@ -239,7 +239,7 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	a.priceRework(&report, p, planPath)
 	a.recordReport(ctx, f.dataDir, report, log)
 	if f.output == "json" {
-		err = writeJSON(a.stdout, report)
+		err = writeJSON(a.stdout, "run", report)
 	} else {
 		err = runReportTable(a.stdout, report, a.now())
 	}
@@ -542,7 +542,7 @@ func runReportTable(w io.Writer, r gpuwarden.RunReport, now time.Time) error {
 
 func (a *app) printDrill(output string, res supervise.DrillResult) error {
 	if output == "json" {
-		if err := writeJSON(a.stdout, res); err != nil {
+		if err := writeJSON(a.stdout, "drill", res); err != nil {
 			return err
 		}
 	} else {

@@ -404,8 +404,8 @@ func TestServerFirstStartKeepsTokenOutOfLogs(t *testing.T) {
 				t.Errorf("admin.token changed on the second start")
 			}
 			r := gwLive(t, dir, "token", "list", "--db", dsn, "-o", "json")
-			var ts []gpuwarden.Token
-			if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 {
+			var ts struct{ Tokens []gpuwarden.Token }
+			if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts.Tokens) != 1 {
 				t.Errorf("token list = %v %s, want one token", err, r.stdout)
 			}
 		})

@@ -36,8 +36,7 @@ sleep, and the last alerts and notices.
 				return err
 			}
 			if output == "json" {
-				_, err = a.stdout.Write(raw)
-				return err
+				return writeJSONBytes(a.stdout, "status", raw)
 			}
 			return statusScreen(a.stdout, st)
 		},

@@ -164,7 +164,7 @@ run with --no-bootstrap, such as replicas on Kubernetes.
 				created = gwhttp.CreatedToken{Token: t, Secret: secret}
 			}
 			if output == "json" {
-				return writeJSON(a.stdout, created)
+				return writeJSON(a.stdout, "token", created)
 			}
 			fmt.Fprintf(a.stderr, "token %s: role %s in project %s (the secret is shown only now)\n", created.ID, created.Role, created.Project)
 			_, err := fmt.Fprintln(a.stdout, created.Secret)
@@ -244,7 +244,7 @@ func (a *app) tokenListCommand() *cobra.Command {
 				if ts == nil {
 					ts = []gpuwarden.Token{}
 				}
-				return writeJSON(a.stdout, ts)
+				return writeJSON(a.stdout, "tokens", map[string]any{"tokens": ts})
 			}
 			t := newTable(a.stdout)
 			t.row("ID", "PROJECT", "ROLE", "NAME", "CREATED", "REVOKED")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -85,6 +87,8 @@ NVIDIA driver it runs on the CPU path and says so.
 			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
+  gpuwarden up --webhook pagerduty://ROUTING_KEY --webhook https://ntfy.sh/my-gpu-alerts \
+      --label owner=ana,provider=aws,region=eu-west-1 --rate 2.50
   sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden
   gpuwarden up --server https://fleet:8080 --token-file /etc/gpuwarden/agent.token \
       --label owner=ana,provider=aws,region=eu-west-1,ttl=72h`,
@@ -116,7 +120,8 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.StringVar(&f.rate, "rate", "", "the box's hourly `RATE` in the budget currency (default: the plan's box)")
 	fl.BoolVar(&f.budgetStop, "budget-stop", false, "stop the box when the month's spend reaches the budget")
 	fl.StringArrayVar(&f.webhooks, "webhook", nil, "send alerts to `URL`; repeatable")
-	fl.StringVar(&f.webhookFormat, "webhook-format", "slack", "webhook body: slack or json")
+	fl.StringVar(&f.webhookFormat, "webhook-format", notify.FormatAuto,
+		"webhook body: "+strings.Join(notify.Formats, ", ")+" (auto: from the URL; docs/alerts.md)")
 	f.cloud.register(c, "cloud metadata to poll for notices")
 	f.cats.register(c)
 	f.fleet.register(c)
@@ -191,7 +196,16 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	}
 	defer ledger.Close()
 
-	notifier, err := a.notifier(f, cfg.Node, log)
+	// The alerts read the agent's live state (rate, spend, stop time); no
+	// alert is sent before the agent exists.
+	var ag *agent.Agent
+	status := func() gpuwarden.AgentStatus {
+		if ag == nil {
+			return gpuwarden.AgentStatus{}
+		}
+		return ag.Status()
+	}
+	notifier, err := a.notifier(ctx, f, cfg, gpus, status, log)
 	if err != nil {
 		return err
 	}
@@ -199,7 +213,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	// processes) inside the agent's CPU budget; the idle window is minutes.
 	host := &procfs.Sampler{ProcessEvery: 5 * time.Second}
 	defer host.Close()
-	ag := agent.New(cfg, gpus, host, ledger, notifier, log)
+	ag = agent.New(cfg, gpus, host, ledger, notifier, log)
 	ag.SetSimulated(f.simulate != "")
 	sock, err := agent.ListenSocket(filepath.Join(f.dataDir, "agent.sock"), ag.Jobs, log)
 	if err != nil {
@@ -301,8 +315,8 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 		}
 		cfg.Budget.HourlyRate = m
 	}
-	if f.webhookFormat != "slack" && f.webhookFormat != "json" {
-		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--webhook-format: %q is not slack or json", f.webhookFormat)
+	if !slices.Contains(notify.Formats, f.webhookFormat) {
+		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--webhook-format: %q is not one of %s", f.webhookFormat, strings.Join(notify.Formats, ", "))
 	}
 	if err := f.cloud.validate(); err != nil {
 		return cfg, err
@@ -312,11 +326,42 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 
 // notifier sends alerts to the webhooks and, for people at a terminal,
 // with wall; a burst of the same alert goes out once an hour at most.
-func (a *app) notifier(f *upFlags, node string, log *slog.Logger) (gpuwarden.Notifier, error) {
+func (a *app) notifier(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, status func() gpuwarden.AgentStatus, log *slog.Logger) (gpuwarden.Notifier, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	ns := notify.Multi{&notify.Wall{Log: log}}
+	box := notify.Box{Host: cfg.Node, NodeID: f.fleet.nodeID, InstanceID: f.fleet.instanceID, DryRun: cfg.DryRun,
+		StopCommand: strings.Join(cfg.StopCommand, " "), Status: status}
+	for _, kv := range f.fleet.labels {
+		k, v, _ := strings.Cut(kv, "=")
+		switch strings.TrimSpace(k) {
+		case "owner":
+			box.Owner = strings.TrimSpace(v)
+		case "provider":
+			box.Provider = strings.TrimSpace(v)
+		case "region":
+			box.Region = strings.TrimSpace(v)
+		}
+	}
+	switch {
+	case f.fleet.server != "":
+		// The node's page on the fleet dashboard, under the ID the shipper registers.
+		box.Link = strings.TrimSuffix(f.fleet.server, "/") + "/"
+		if id := a.alertNodeID(ctx, f, cfg.Node, gpus); id != "" {
+			box.NodeID = id
+			box.Link += "nodes/" + url.PathEscape(id)
+		}
+	case f.listen != "":
+		host, port, err := net.SplitHostPort(f.listen)
+		if err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+			// Listening on every address: the host name is what a reader can open.
+			host = cfg.Node
+		}
+		if err == nil {
+			box.Link = "http://" + net.JoinHostPort(host, port) + "/"
+		}
+	}
 	for _, u := range f.webhooks {
-		w, err := notify.NewWebhook(u, f.webhookFormat, client, notify.WithNode(node), notify.WithLogger(log))
+		w, err := notify.NewWebhook(u, f.webhookFormat, client, notify.WithBox(box), notify.WithLogger(log))
 		if err != nil {
 			// The error names only the scheme and host: a webhook's path is its secret.
 			return nil, &gpuwarden.Error{Code: gpuwarden.EInvalid, Message: "--webhook", Err: err}
@@ -324,6 +369,23 @@ func (a *app) notifier(f *upFlags, node string, log *slog.Logger) (gpuwarden.Not
 		ns = append(ns, w)
 	}
 	return &notify.Dedup{Next: ns, Window: time.Hour}, nil
+}
+
+// alertNodeID is the node ID the shipper will register, for the alerts;
+// empty when the GPUs cannot be listed (the shipper then fails and says so).
+func (a *app) alertNodeID(ctx context.Context, f *upFlags, host string, gpus gpuwarden.GPUs) string {
+	var list []gpuwarden.GPU
+	if gpus != nil {
+		var err error
+		if list, err = gpus.List(ctx); err != nil {
+			return ""
+		}
+	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return ""
+	}
+	return fleetNodeID(f, host, dataDir, list)
 }
 
 // watchNotices relays the cloud's notices to the agent.

@@ -62,20 +62,26 @@ func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gp
 	if err != nil {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
 	}
-	id := f.fleet.nodeID
-	switch {
-	case id != "":
-	case f.simulate != "":
-		id = simulatedNodeID(cfg.Node, dataDir, list)
-	default:
-		id = burnin.NodeID(cfg.Node, list)
-	}
+	id := fleetNodeID(f, cfg.Node, dataDir, list)
 	labels.Simulated = f.simulate != ""
 	instance, boot := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
 	node := gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version,
 		InstanceID: instance, BootID: boot}
 	return &agent.Shipper{Uplink: client, Ledger: ledger, Node: node, Status: ag.Status, HeartbeatEvery: f.fleet.heartbeat,
 		Now: a.now, Log: a.log.With("component", "shipper")}, nil
+}
+
+// fleetNodeID is the box's ID on the fleet server: --node-id, else derived
+// from the host and GPUs (and, simulated, the absolute data dir). The
+// shipper registers it and the alerts link to its page.
+func fleetNodeID(f *upFlags, host, dataDir string, gpus []gpuwarden.GPU) string {
+	switch {
+	case f.fleet.nodeID != "":
+		return f.fleet.nodeID
+	case f.simulate != "":
+		return simulatedNodeID(host, dataDir, gpus)
+	}
+	return burnin.NodeID(host, gpus)
 }
 
 // simulatedNodeID is the node ID of a simulated agent with its data dir

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 
@@ -30,9 +29,7 @@ func (a *app) versionCommand() *cobra.Command {
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]string{"version": gpuwarden.Version, "commit": gpuwarden.Commit,
+				return writeJSON(a.stdout, "version", map[string]string{"version": gpuwarden.Version, "commit": gpuwarden.Commit,
 					"go": runtime.Version(), "platform": runtime.GOOS + "/" + runtime.GOARCH})
 			}
 			_, err := fmt.Fprintln(a.stdout, versionString())
