@@ -259,4 +259,7 @@ type AgentStatus struct {
 	Jobs []SupervisedJob `json:"jobs"`
 	// IdleSecondsTotal counts every second the box was idle since the agent started.
 	IdleSecondsTotal float64 `json:"idle_seconds_total"`
+	// Health is each GPU's last error-counter reading, for /metrics; a GPU
+	// whose reading failed is absent rather than clean.
+	Health []Health `json:"health,omitempty"`
 }

@@ -257,18 +257,19 @@ func boolFloat(b bool) float64 {
 
 // newRegistry is private to one server: the global registry would mix in
 // whatever else the process registers and break with two servers in a test.
-func newRegistry(status func() gpuwarden.AgentStatus) *prometheus.Registry {
+func newRegistry(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		statusCollector{status: status},
+		healthCollector{status: status, node: node},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return reg
 }
 
-func newMetricsHandler(status func() gpuwarden.AgentStatus, log *slog.Logger) nethttp.Handler {
-	reg := newRegistry(status)
+func newMetricsHandler(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node, log *slog.Logger) nethttp.Handler {
+	reg := newRegistry(status, node)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log},
 		// A collector that fails (the process collector off Linux) must not

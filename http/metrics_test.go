@@ -152,7 +152,7 @@ func TestMetrics(t *testing.T) {
 // TestMetricsFollowConventions runs promlint, which checks suffixes, units
 // and help texts the way promtool check metrics does.
 func TestMetricsFollowConventions(t *testing.T) {
-	mfs, err := newRegistry(fixtureStatus).Gather()
+	mfs, err := newRegistry(fixtureStatus, nil).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
