@@ -22,6 +22,8 @@ var throttleReasonNames = []string{
 // dcgm-exporter exports by default (docs/metrics.md maps each one), in
 // Prometheus units. Counters the driver does not report are absent, not 0.
 var (
+	descGPUMemClock = newDesc("gpuwarden_gpu_memory_clock_hertz",
+		"GPU memory clock, in hertz.", gpuLabels...)
 	descThrottleReason = newDesc("gpuwarden_gpu_throttle_reason",
 		"1 while NVML gives this reason for holding the GPU clocks down, else 0.", append(gpuLabels, "reason")...)
 	descXIDErrors = newDesc("gpuwarden_gpu_xid_errors_total",
@@ -52,7 +54,7 @@ var (
 var nodeInfoLabels = []string{"node", "owner", "project", "provider", "region", "instance_type", "instance_id", "spot"}
 
 var healthDescs = []*prometheus.Desc{
-	descThrottleReason, descXIDErrors, descLastXID, descECCErrors, descRemappedRows,
+	descGPUMemClock, descThrottleReason, descXIDErrors, descLastXID, descECCErrors, descRemappedRows,
 	descRemapPending, descRemapFailed, descRetiredPages, descPCIeReplays, descNodeInfo,
 }
 
@@ -87,6 +89,7 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, t := range st.Last.GPUs {
 		l := labelsOf(t.Index)
+		emit(descGPUMemClock, prometheus.GaugeValue, float64(t.MemClockMHz)*1e6, l...)
 		for _, r := range throttleReasonNames {
 			emit(descThrottleReason, prometheus.GaugeValue, boolFloat(slices.Contains(t.ThrottleReasons, r)), append(l, r)...)
 		}
