@@ -5,6 +5,7 @@
 #   - AWS's amazon-ec2-metadata-mock (IMDS notices)
 #   - MinIO (a real S3 server)
 #   - Debian's python3-torch (the PyTorch example, on the CPU)
+#   - Debian's prometheus (promtool and the server: rules and dashboard tests)
 # Prints the cache's bin folder last; put it on PATH:
 #   export PATH="$(scripts/install-peers.sh | tail -1):$PATH"
 set -euo pipefail
@@ -28,6 +29,14 @@ install_go() { # name module version
 
 install_go ec2-metadata-mock github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock "$AEMM_VERSION"
 install_go minio github.com/minio/minio "$MINIO_VERSION"
+
+# Debian's prometheus package: promtool tests the alerting rules, the server
+# scrapes real agents for the Grafana dashboard test.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  echo "== installing prometheus" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
 
 if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   echo "== installing python3-torch" >&2
