@@ -4,6 +4,7 @@
 # cores, so it is built once per version):
 #   - AWS's amazon-ec2-metadata-mock (IMDS notices)
 #   - MinIO (a real S3 server)
+#   - helm (the chart's lint and render tests)
 #   - Debian's python3-torch (the PyTorch example, on the CPU)
 #   - Debian's prometheus (promtool and the server: rules and dashboard tests)
 # Prints the cache's bin folder last; put it on PATH:
@@ -11,6 +12,8 @@
 set -euo pipefail
 export PATH="/usr/local/go/bin:$PATH"
 AEMM_VERSION=v1.13.0
+# helm lints and renders charts/gpuwarden in deploy/chart_test.go.
+HELM_VERSION=v3.22.0
 # MinIO publishes no module versions; this is the pseudo-version @latest
 # resolved to when the tests were written, pinned so CI builds the same server.
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
@@ -29,6 +32,7 @@ install_go() { # name module version
 
 install_go ec2-metadata-mock github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock "$AEMM_VERSION"
 install_go minio github.com/minio/minio "$MINIO_VERSION"
+install_go helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 
 # Debian's prometheus package: promtool tests the alerting rules, the server
 # scrapes real agents for the Grafana dashboard test.
