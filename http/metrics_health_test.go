@@ -204,3 +204,47 @@ type (
 	dtoFamily      = dto.MetricFamily
 	prometheusDesc = prometheus.Desc
 )
+
+func TestMetricsHostCounters(t *testing.T) {
+	st := fixtureStatus()
+	st.Last.Host.Counters = &gpuwarden.HostCounters{CPUBusySeconds: 1234.5, CPUIdleSeconds: 9876, CPUIOWaitSeconds: 12.25,
+		HasDisk: true, DiskReadBytes: 1 << 30, DiskWrittenBytes: 2 << 30}
+	_, base := startServer(t, newFakeAgent(st))
+	mfs := scrape(t, base)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"gpuwarden_host_cpu_seconds_total", map[string]string{"mode": "busy"}, 1234.5},
+		{"gpuwarden_host_cpu_seconds_total", map[string]string{"mode": "idle"}, 9876},
+		{"gpuwarden_host_cpu_seconds_total", map[string]string{"mode": "iowait"}, 12.25},
+		{"gpuwarden_host_disk_read_bytes_total", map[string]string{}, 1 << 30},
+		{"gpuwarden_host_disk_written_bytes_total", map[string]string{}, 2 << 30},
+	} {
+		mf, ok := mfs[tc.name]
+		if !ok || mf.GetType() != dto.MetricType_COUNTER {
+			t.Errorf("%s missing or not a counter", tc.name)
+			continue
+		}
+		m, ok := series(mf, tc.labels)
+		if !ok {
+			t.Errorf("%s%v missing", tc.name, tc.labels)
+			continue
+		}
+		if got := valueOf(mf, m); got != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	// No net/dev: no network counters rather than a 0 that reads as silence.
+	for _, name := range []string{"gpuwarden_host_network_receive_bytes_total", "gpuwarden_host_network_transmit_bytes_total"} {
+		if _, ok := mfs[name]; ok {
+			t.Errorf("%s present though the sampler read no net/dev", name)
+		}
+	}
+	// Before the first sample there are no counters at all.
+	_, base = startServer(t, newFakeAgent(fixtureStatus()))
+	if _, ok := scrape(t, base)["gpuwarden_host_cpu_seconds_total"]; ok {
+		t.Error("gpuwarden_host_cpu_seconds_total present without counters")
+	}
+}
