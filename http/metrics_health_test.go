@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -247,4 +248,52 @@ func TestMetricsHostCounters(t *testing.T) {
 	if _, ok := scrape(t, base)["gpuwarden_host_cpu_seconds_total"]; ok {
 		t.Error("gpuwarden_host_cpu_seconds_total present without counters")
 	}
+}
+
+// BenchmarkMetricsScrapeHealth measures what this file's series add to a
+// scrape of an 8-GPU box with full error counters (ECC, remapped rows, PCIe,
+// three Xids each) and host counters: the whole page, and the new
+// collectors alone, beside BenchmarkMetricsScrape's figures.
+func BenchmarkMetricsScrapeHealth(b *testing.B) {
+	st := fixtureStatusN(8)
+	st.Last.Host.Counters = &gpuwarden.HostCounters{HasDisk: true, HasNet: true}
+	proto := healthStatus().Health[0]
+	for i := range 8 {
+		h := proto
+		h.Index = i
+		st.Health = append(st.Health, h)
+	}
+	status := func() gpuwarden.AgentStatus { return st }
+	node := func() gpuwarden.Node { return healthNode }
+	b.Run("full", func(b *testing.B) {
+		srv := NewServer(status, nil, nil)
+		srv.Node = healthNode
+		h := srv.Handler()
+		req := httptest.NewRequest("GET", "http://127.0.0.1:7070/metrics", nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				b.Fatalf("status %d", rec.Code)
+			}
+		}
+	})
+	b.Run("health_and_host_only", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(healthCollector{status: status, node: node}, hostCounterCollector{status: status})
+		b.ReportAllocs()
+		for b.Loop() {
+			mfs, err := reg.Gather()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var buf bytes.Buffer
+			for _, mf := range mfs {
+				if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
