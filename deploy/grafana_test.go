@@ -282,6 +282,11 @@ scrape_configs:
 			}
 		}
 	}
+	// The agent's --label values reach gpuwarden_node_info: who pays.
+	if got := query(t, prom.URL, `gpuwarden_node_info{node!="", owner="ana", project="vision", provider="aws", region="eu-west-1", instance_type="p5.48xlarge", instance="`+targets[0]+`"}`); len(got) != 1 {
+		t.Errorf("gpuwarden_node_info of box-a does not carry its labels: %s", query(t, prom.URL, "gpuwarden_node_info"))
+	}
+	checkRulesHealthy(t, prom.URL)
 	for _, name := range []string{"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"} {
 		deadline := time.Now().Add(10 * time.Second)
 		for len(query(t, prom.URL, name+`{Hostname!=""}`)) == 0 {
@@ -428,5 +433,63 @@ func (l *logged) wait(t *testing.T, s string, within time.Duration) {
 		case <-deadline:
 			t.Fatalf("no %q within %s:\n%s", s, within, l.text())
 		}
+	}
+}
+
+// checkRulesHealthy waits for every rule of the loaded files to have been
+// evaluated on the live series and fails on one that errs (a many-to-many
+// join, a bad label_replace), which promtool's fixed inputs may not show.
+func checkRulesHealthy(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(base + "/api/v1/rules")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Data struct {
+				Groups []struct {
+					Name  string `json:"name"`
+					Rules []struct {
+						Name           string `json:"name"`
+						Health         string `json:"health"`
+						LastError      string `json:"lastError"`
+						LastEvaluation string `json:"lastEvaluation"`
+					} `json:"rules"`
+				} `json:"groups"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending, n := 0, 0
+		var bad []string
+		for _, g := range r.Data.Groups {
+			for _, rule := range g.Rules {
+				n++
+				switch {
+				case rule.Health == "unknown" || strings.HasPrefix(rule.LastEvaluation, "0001-"):
+					pending++
+				case rule.Health != "ok":
+					bad = append(bad, fmt.Sprintf("%s/%s: %s", g.Name, rule.Name, rule.LastError))
+				}
+			}
+		}
+		if len(bad) > 0 {
+			t.Fatalf("rules failing on live series:\n%s", strings.Join(bad, "\n"))
+		}
+		if n == 0 {
+			t.Fatal("Prometheus loaded no rules")
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d rules not evaluated within 15 s", pending, n)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
