@@ -13,8 +13,10 @@ import (
 	"testing"
 
 	"github.com/gpuwarden/gpuwarden/internal/peertest"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -254,29 +256,71 @@ func TestChartOptions(t *testing.T) {
 	t.Run("monitoring and network policy", func(t *testing.T) {
 		out := renderRaw(t, helm, "monitoring.podMonitor.enabled=true", "monitoring.serviceMonitor.enabled=true",
 			"monitoring.rules.enabled=true", "monitoring.rules.dcgmCompat=true", "networkPolicy.enabled=true")
-		kinds := map[string]map[string]any{}
+		// Decoded strictly into prometheus-operator's and Kubernetes' own
+		// types: a misspelt field fails here, not when the operator skips it.
+		var (
+			pm       monitoringv1.PodMonitor
+			sm       monitoringv1.ServiceMonitor
+			pr       monitoringv1.PrometheusRule
+			policies = map[string]networkingv1.NetworkPolicy{}
+		)
 		for _, doc := range splitDocuments(out) {
-			var o map[string]any
-			if err := yaml.Unmarshal(doc, &o); err != nil {
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &tm); err != nil {
 				t.Fatal(err)
 			}
-			k, _ := o["kind"].(string)
-			if k == "PodMonitor" || k == "ServiceMonitor" || k == "PrometheusRule" {
-				if o["apiVersion"] != "monitoring.coreos.com/v1" {
-					t.Errorf("%s apiVersion %v, want monitoring.coreos.com/v1", k, o["apiVersion"])
-				}
+			var into any
+			switch tm.Kind {
+			case "PodMonitor":
+				into = &pm
+			case "ServiceMonitor":
+				into = &sm
+			case "PrometheusRule":
+				into = &pr
+			case "NetworkPolicy":
+				into = &networkingv1.NetworkPolicy{}
+			default:
+				continue
 			}
-			if k == "NetworkPolicy" {
-				k += "/" + o["metadata"].(map[string]any)["name"].(string)
+			if err := yaml.UnmarshalStrict(doc, into); err != nil {
+				t.Fatalf("%s: %v\n%s", tm.Kind, err, doc)
 			}
-			kinds[k] = o
+			if tm.Kind == "NetworkPolicy" {
+				np := into.(*networkingv1.NetworkPolicy)
+				policies[np.Name] = *np
+			} else if tm.APIVersion != "monitoring.coreos.com/v1" {
+				t.Errorf("%s apiVersion %s, want monitoring.coreos.com/v1", tm.Kind, tm.APIVersion)
+			}
 		}
-		for _, want := range []string{"PodMonitor", "ServiceMonitor", "PrometheusRule",
-			"NetworkPolicy/gpuwarden-agent", "NetworkPolicy/gpuwarden-server", "NetworkPolicy/gpuwarden-postgres"} {
-			if _, ok := kinds[want]; !ok {
-				t.Errorf("no %s rendered", want)
+		if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port == nil ||
+			*pm.Spec.PodMetricsEndpoints[0].Port != "http" || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+			t.Errorf("PodMonitor endpoints %+v, want port http path /metrics", pm.Spec.PodMetricsEndpoints)
+		}
+		if pm.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != agentName {
+			t.Errorf("PodMonitor selects %v, want the agent pods", pm.Spec.Selector.MatchLabels)
+		}
+		if len(sm.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
+		}
+		ep := sm.Spec.Endpoints[0]
+		runChecks(t, []check{
+			{"servicemonitor port", ep.Port, "https"},
+			{"servicemonitor selects the server", sm.Spec.Selector.MatchLabels["app.kubernetes.io/name"], serverName},
+			{"servicemonitor token", ep.Authorization != nil && ep.Authorization.Credentials != nil && ep.Authorization.Credentials.Name == "gpuwarden-metrics-token", true},
+			{"servicemonitor checks the certificate against the Service name", ep.TLSConfig != nil && ep.TLSConfig.ServerName != nil && *ep.TLSConfig.ServerName == serverName+"."+namespace+".svc", true},
+		})
+		for _, name := range []string{agentName, serverName, "gpuwarden-postgres"} {
+			if _, ok := policies[name]; !ok {
+				t.Errorf("no NetworkPolicy %s", name)
 			}
 		}
+		if np, ok := policies["gpuwarden-postgres"]; ok {
+			from := np.Spec.Ingress[0].From
+			if len(from) != 1 || from[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != serverName {
+				t.Errorf("postgres admits %+v, want the server only", from)
+			}
+		}
+
 		// The PrometheusRule holds rules.yaml's groups and the DCGM ones, as they are.
 		var alerts, compat ruleFile
 		for f, rf := range map[string]*ruleFile{rulesFile: &alerts, dcgmCompatFile: &compat} {
@@ -288,7 +332,7 @@ func TestChartOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		spec, _ := json.Marshal(kinds["PrometheusRule"]["spec"])
+		spec, _ := json.Marshal(pr.Spec)
 		var got ruleFile
 		if err := json.Unmarshal(spec, &got); err != nil {
 			t.Fatal(err)
@@ -296,11 +340,6 @@ func TestChartOptions(t *testing.T) {
 		want := append(slices.Clone(alerts.Groups), compat.Groups...)
 		if !reflect.DeepEqual(got.Groups, want) {
 			t.Errorf("PrometheusRule groups differ from %s + %s", rulesFile, dcgmCompatFile)
-		}
-		pm := kinds["PodMonitor"]["spec"].(map[string]any)
-		ep := pm["podMetricsEndpoints"].([]any)[0].(map[string]any)
-		if ep["port"] != "http" || ep["path"] != "/metrics" {
-			t.Errorf("PodMonitor endpoint %v, want port http path /metrics", ep)
 		}
 	})
 }
