@@ -263,6 +263,7 @@ func newRegistry(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node
 		statusCollector{status: status},
 		healthCollector{status: status, node: node},
 		hostCounterCollector{status: status},
+		buildInfo(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

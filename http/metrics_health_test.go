@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,12 @@ func TestMetricsHealth(t *testing.T) {
 				}
 			}
 		}
+	}
+	if b := mfs["gpuwarden_build_info"].GetMetric(); len(b) != 1 {
+		t.Errorf("gpuwarden_build_info has %d series on the agent, want 1", len(b))
+	} else if _, ok := series(mfs["gpuwarden_build_info"], map[string]string{"version": gpuwarden.Version,
+		"revision": vcsRevision(), "goversion": runtime.Version()}); !ok {
+		t.Errorf("gpuwarden_build_info labels = %v", b[0].GetLabel())
 	}
 	if _, ok := mfs["gpuwarden_gpu_retired_pages_total"]; ok {
 		t.Error("gpuwarden_gpu_retired_pages_total present though no GPU retires pages")

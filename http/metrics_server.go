@@ -15,19 +15,26 @@ import (
 // files) and gpuwarden_build_info, so that a dashboard can tell which
 // release each replica runs and an alert can see a leak.
 func serverRuntime() []prometheus.Collector {
+	return []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(),
+	}
+}
+
+// buildInfo is gpuwarden_build_info, on the agent's /metrics and the
+// server's alike: during a rolling upgrade it tells which box or replica
+// still runs the old release.
+func buildInfo() prometheus.Collector {
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gpuwarden_build_info",
-		Help: "Always 1; labels name the release, the VCS revision and the Go version of the server binary.",
+		Help: "Always 1; labels name the release, the VCS revision and the Go version of the binary.",
 		ConstLabels: prometheus.Labels{
 			"version": gpuwarden.Version, "revision": vcsRevision(), "goversion": runtime.Version(),
 		},
 	})
 	build.Set(1)
-	return []prometheus.Collector{
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		build,
-	}
+	return build
 }
 
 // vcsRevision is the commit the binary was built from, as the Go toolchain
