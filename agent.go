@@ -25,6 +25,30 @@ type HostSample struct {
 	Sessions int `json:"sessions"`
 	// Processes are the command names running now, for allow-list checks.
 	Processes []string `json:"processes,omitempty"`
+	// Counters are the cumulative figures the rates above come from, for
+	// /metrics; nil when the sampler keeps none.
+	Counters *HostCounters `json:"counters,omitempty"`
+}
+
+// HostCounters are the host's cumulative CPU, disk and network figures
+// since boot, as node_exporter exports them: Prometheus takes their rates
+// over whatever window a query asks for, where a rate the agent computed
+// holds only for its own one-second tick.
+type HostCounters struct {
+	// CPU time over all cores, in seconds: busy (user, nice, system, irq,
+	// softirq, steal), idle, and iowait.
+	CPUBusySeconds   float64 `json:"cpu_busy_seconds"`
+	CPUIdleSeconds   float64 `json:"cpu_idle_seconds"`
+	CPUIOWaitSeconds float64 `json:"cpu_iowait_seconds"`
+	// Disk bytes over whole disks; HasDisk is false where /proc has no
+	// diskstats (gVisor), and the figures are then unknown, not 0.
+	HasDisk          bool   `json:"has_disk"`
+	DiskReadBytes    uint64 `json:"disk_read_bytes"`
+	DiskWrittenBytes uint64 `json:"disk_written_bytes"`
+	// Network bytes over every interface but lo; HasNet as HasDisk.
+	HasNet           bool   `json:"has_net"`
+	NetReceiveBytes  uint64 `json:"net_receive_bytes"`
+	NetTransmitBytes uint64 `json:"net_transmit_bytes"`
 }
 
 // NodeSample is one tick of the agent: the host and every GPU.
@@ -264,4 +288,7 @@ type AgentStatus struct {
 	Jobs []SupervisedJob `json:"jobs"`
 	// IdleSecondsTotal counts every second the box was idle since the agent started.
 	IdleSecondsTotal float64 `json:"idle_seconds_total"`
+	// Health is each GPU's last error-counter reading, for /metrics; a GPU
+	// whose reading failed is absent rather than clean.
+	Health []Health `json:"health,omitempty"`
 }

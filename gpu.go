@@ -66,6 +66,34 @@ type Health struct {
 	// RetiredPages is page retirement on older cards (before A100).
 	RetiredPages int        `json:"retired_pages"`
 	XIDs         []XIDEvent `json:"xids,omitempty"`
+
+	// Counters are the cumulative error counts /metrics exports, each one
+	// only when the driver answered for it.
+	Counters ErrorCounters `json:"counters"`
+}
+
+// ErrorCounters are the error counts fleets alert on, in the set
+// dcgm-exporter exports. A nil field is one the driver did not report (no
+// ECC on consumer cards, no row remapping before Ampere, an old driver):
+// exporting it as 0 would read as a clean card nobody checked.
+type ErrorCounters struct {
+	// ECC errors, single-bit (corrected) and double-bit (uncorrected), since
+	// the driver loaded (volatile) and over the card's life (aggregate).
+	ECCCorrectedVolatile    *uint64 `json:"ecc_corrected_volatile,omitempty"`
+	ECCUncorrectedVolatile  *uint64 `json:"ecc_uncorrected_volatile,omitempty"`
+	ECCCorrectedAggregate   *uint64 `json:"ecc_corrected_aggregate,omitempty"`
+	ECCUncorrectedAggregate *uint64 `json:"ecc_uncorrected_aggregate,omitempty"`
+	// RemappedRows* are the rows the card remapped after correctable and
+	// uncorrectable errors (A100 and later); RemapPending and RemapFailed of
+	// Health are only meaningful when these are set.
+	RemappedRowsCorrectable   *uint64 `json:"remapped_rows_correctable,omitempty"`
+	RemappedRowsUncorrectable *uint64 `json:"remapped_rows_uncorrectable,omitempty"`
+	// RetiredPages counts pages retired for double-bit and repeated
+	// single-bit errors (cards before A100).
+	RetiredPages *uint64 `json:"retired_pages,omitempty"`
+	// PCIeReplays counts PCIe packets the link had to resend: a rising count
+	// is a bad riser, slot or cable before it is a crash.
+	PCIeReplays *uint64 `json:"pcie_replays,omitempty"`
 }
 
 // XIDEvent is one Xid error the driver reported for a GPU.

@@ -236,12 +236,19 @@ func (a *Agent) healthPolicy(ctx context.Context, now time.Time) {
 	a.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.Interval)
 	defer cancel()
+	readings := make([]gpuwarden.Health, 0, len(gpus))
+	defer func() {
+		a.mu.Lock()
+		a.status.Health = readings
+		a.mu.Unlock()
+	}()
 	for _, g := range gpus {
 		h, err := a.gpus.Health(sctx, g.Index)
 		if err != nil {
 			a.log.Warn("read gpu health", "gpu", g.Index, "err", err)
 			continue
 		}
+		readings = append(readings, h)
 		if h.ECCVolatileUncorrected > 0 {
 			a.alert(ctx, gpuwarden.Event{Kind: "ecc", Severity: gpuwarden.SeverityCritical,
 				Key:     fmt.Sprintf("ecc-%s-%d", g.UUID, h.ECCVolatileUncorrected),
@@ -276,6 +283,7 @@ func (a *Agent) Status() gpuwarden.AgentStatus {
 	st.Events = append([]gpuwarden.Event(nil), st.Events...)
 	st.Notices = append([]gpuwarden.Notice(nil), st.Notices...)
 	st.Jobs = a.Jobs.Active()
+	st.Health = append([]gpuwarden.Health(nil), st.Health...)
 	return st
 }
 

@@ -950,9 +950,12 @@ var knownMetrics = []string{
 	"gpuwarden_gpu_utilization_ratio", "gpuwarden_idle", "gpuwarden_idle_seconds",
 	"gpuwarden_cost_total", "gpuwarden_cost_forecast", "gpuwarden_budget_limit",
 	"gpuwarden_cost_hourly_rate", "gpuwarden_diagnosis", "gpuwarden_notices_total",
+	"gpuwarden_node_info", "gpuwarden_gpu_xid_errors_total", "gpuwarden_gpu_ecc_errors_total",
+	"gpuwarden_gpu_row_remap_pending", "gpuwarden_gpu_row_remap_failed", "gpuwarden_gpu_pcie_replays_total",
 	// fleet server
 	"gpuwarden_fleet_nodes", "gpuwarden_fleet_orphans", "gpuwarden_fleet_spend_month",
 	"gpuwarden_fleet_budget", "gpuwarden_fleet_forecast_month", "gpuwarden_fleet_heartbeats_total",
+	"gpuwarden_fleet_node_info", "gpuwarden_fleet_orphan",
 }
 
 // knownHistograms are exposed as NAME_bucket, NAME_sum and NAME_count.
@@ -1145,8 +1148,8 @@ func TestPrometheusRules(t *testing.T) {
 		{"GPUWardenBudgetExceeded", "critical", "", []string{"gpuwarden_fleet_spend_month", "gpuwarden_fleet_budget", "> 1"}},
 		{"GPUWardenBudgetForecastExceeded", "warning", "", []string{"gpuwarden_fleet_forecast_month", "gpuwarden_fleet_budget"}},
 		{"GPUWardenBoxIdle", "warning", "30m", []string{"gpuwarden_idle == 1"}},
-		{"GPUWardenOrphanedNodes", "warning", "1h", []string{"gpuwarden_fleet_orphans", "> 0"}},
-		{"GPUWardenNodesLost", "critical", "", []string{`gpuwarden_fleet_nodes{state="lost"}`}},
+		{"GPUWardenOrphanedNodes", "warning", "1h", []string{"gpuwarden_fleet_orphan)", "by (node,", "> 0"}},
+		{"GPUWardenNodesLost", "critical", "", []string{`gpuwarden_fleet_node_info{state="lost"}`, "by (node,"}},
 		{"GPUWardenAgentDown", "warning", "", []string{"up{", "== 0"}},
 	}
 	for _, tt := range tests {

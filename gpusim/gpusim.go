@@ -328,7 +328,27 @@ func (s *Sim) Health(ctx context.Context, i int) (gpuwarden.Health, error) {
 	if f, ok := s.spec.has(FaultXID, i); ok {
 		h.XIDs = []gpuwarden.XIDEvent{{Index: i, XID: f.Value, Time: s.boot.Add(30 * time.Minute)}}
 	}
+	h.Counters = s.counters(h)
 	return h, nil
+}
+
+// counters are what NVML would report for the simulated card: ECC and row
+// remapping only on the cards that have them (not the RTX 4090), so that
+// the unreported-stays-absent path of /metrics runs in simulation too.
+func (s *Sim) counters(h gpuwarden.Health) gpuwarden.ErrorCounters {
+	n := func(v uint64) *uint64 { return &v }
+	c := gpuwarden.ErrorCounters{PCIeReplays: n(0)}
+	if s.spec.Model == "RTX-4090" {
+		return c
+	}
+	c.ECCCorrectedVolatile, c.ECCCorrectedAggregate = n(0), n(0)
+	c.ECCUncorrectedVolatile, c.ECCUncorrectedAggregate = n(h.ECCVolatileUncorrected), n(h.ECCAggregateUncorrected)
+	var remapped uint64
+	if h.RemapPending {
+		remapped = 1
+	}
+	c.RemappedRowsCorrectable, c.RemappedRowsUncorrectable = n(0), n(remapped)
+	return c
 }
 
 // Close releases nothing; the simulation holds no resources.

@@ -80,14 +80,17 @@ func (s *FleetServer) report(w nethttp.ResponseWriter, r *nethttp.Request, sc sc
 func (s *FleetServer) serveMetrics(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s.metrics.heartbeats, s.metrics.ingest, s.metrics.beatBatch)
+	reg.MustRegister(serverRuntime()...)
 	g := fleetGauges{
 		nodes:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_nodes", Help: "Nodes by project and state."}, []string{"project", "state"}),
 		orphans:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_orphans", Help: "Orphan nodes by project and reason."}, []string{"project", "reason"}),
 		spend:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_spend_month", Help: "Month-to-date spend."}, []string{"project", "currency"}),
 		forecast: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_forecast_month", Help: "Spend forecast for the month."}, []string{"project", "currency"}),
 		budget:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_budget", Help: "Monthly budget."}, []string{"project", "currency"}),
+		perNode:  newFleetNodeVecs(),
 	}
 	reg.MustRegister(g.nodes, g.orphans, g.spend, g.forecast, g.budget)
+	reg.MustRegister(g.perNode.collectors()...)
 	if err := s.fillGauges(r, sc, g); err != nil {
 		return err
 	}
@@ -97,6 +100,7 @@ func (s *FleetServer) serveMetrics(w nethttp.ResponseWriter, r *nethttp.Request,
 
 type fleetGauges struct {
 	nodes, orphans, spend, forecast, budget *prometheus.GaugeVec
+	perNode                                 fleetNodeVecs
 }
 
 func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) error {
@@ -107,6 +111,7 @@ func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) er
 	}
 	for _, n := range nodes {
 		g.nodes.WithLabelValues(n.Project, NodeState(n, now, s.LostAfter)).Inc()
+		g.perNode.node(n, NodeState(n, now, s.LostAfter))
 	}
 	v, err := report.Build(r.Context(), s.store, now, report.Request{Name: "orphans", Project: sc.Project, IdleAfter: s.IdleAfter, LostAfter: s.LostAfter})
 	if err != nil {
@@ -115,6 +120,7 @@ func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) er
 	for _, o := range v.(report.OrphanReport).Orphans {
 		for _, reason := range o.Reasons {
 			g.orphans.WithLabelValues(o.Project, reason.Reason).Inc()
+			g.perNode.orphan(o, reason.Reason)
 		}
 	}
 	v, err = report.Build(r.Context(), s.store, now, report.Request{Name: "spend", Project: sc.Project, By: "project"})

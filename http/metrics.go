@@ -57,9 +57,9 @@ var (
 		"Processes holding memory on the GPU.", gpuLabels...)
 
 	descHostCPU = newDesc("gpuwarden_host_cpu_utilization_ratio",
-		"Host CPU busy share over all cores since the previous sample, 0 to 1.")
+		"Host CPU busy share over all cores since the previous sample, 0 to 1. Deprecated: rate(gpuwarden_host_cpu_seconds_total[…]).")
 	descHostIOWait = newDesc("gpuwarden_host_iowait_ratio",
-		"Host CPU share spent waiting on I/O since the previous sample, 0 to 1.")
+		"Host CPU share spent waiting on I/O since the previous sample, 0 to 1. Deprecated: rate(gpuwarden_host_cpu_seconds_total{mode=\"iowait\"}[…]).")
 	descHostLoad1 = newDesc("gpuwarden_host_load1",
 		"Host one-minute load average.")
 	descHostMemUsed = newDesc("gpuwarden_host_memory_used_bytes",
@@ -67,13 +67,13 @@ var (
 	descHostMemTotal = newDesc("gpuwarden_host_memory_total_bytes",
 		"Host memory installed, in bytes.")
 	descHostDiskRead = newDesc("gpuwarden_host_disk_read_bytes_per_second",
-		"Host disk read throughput since the previous sample, in bytes per second.")
+		"Host disk read throughput since the previous sample, in bytes per second. Deprecated: rate(gpuwarden_host_disk_read_bytes_total[…]).")
 	descHostDiskWrite = newDesc("gpuwarden_host_disk_write_bytes_per_second",
-		"Host disk write throughput since the previous sample, in bytes per second.")
+		"Host disk write throughput since the previous sample, in bytes per second. Deprecated: rate(gpuwarden_host_disk_written_bytes_total[…]).")
 	descHostNetRx = newDesc("gpuwarden_host_network_receive_bytes_per_second",
-		"Host network receive throughput since the previous sample, in bytes per second.")
+		"Host network receive throughput since the previous sample, in bytes per second. Deprecated: rate(gpuwarden_host_network_receive_bytes_total[…]).")
 	descHostNetTx = newDesc("gpuwarden_host_network_transmit_bytes_per_second",
-		"Host network transmit throughput since the previous sample, in bytes per second.")
+		"Host network transmit throughput since the previous sample, in bytes per second. Deprecated: rate(gpuwarden_host_network_transmit_bytes_total[…]).")
 
 	descIdle = newDesc("gpuwarden_idle",
 		"1 when every idle condition holds now, else 0.")
@@ -257,18 +257,21 @@ func boolFloat(b bool) float64 {
 
 // newRegistry is private to one server: the global registry would mix in
 // whatever else the process registers and break with two servers in a test.
-func newRegistry(status func() gpuwarden.AgentStatus) *prometheus.Registry {
+func newRegistry(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		statusCollector{status: status},
+		healthCollector{status: status, node: node},
+		hostCounterCollector{status: status},
+		buildInfo(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return reg
 }
 
-func newMetricsHandler(status func() gpuwarden.AgentStatus, log *slog.Logger) nethttp.Handler {
-	reg := newRegistry(status)
+func newMetricsHandler(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node, log *slog.Logger) nethttp.Handler {
+	reg := newRegistry(status, node)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log},
 		// A collector that fails (the process collector off Linux) must not

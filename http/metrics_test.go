@@ -152,7 +152,7 @@ func TestMetrics(t *testing.T) {
 // TestMetricsFollowConventions runs promlint, which checks suffixes, units
 // and help texts the way promtool check metrics does.
 func TestMetricsFollowConventions(t *testing.T) {
-	mfs, err := newRegistry(fixtureStatus).Gather()
+	mfs, err := newRegistry(fixtureStatus, nil).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +224,8 @@ func TestMetricsGolden(t *testing.T) {
 	mfs := scrape(t, base)
 	var buf bytes.Buffer
 	for _, name := range slices.Sorted(maps.Keys(mfs)) {
-		if !strings.HasPrefix(name, "gpuwarden_") {
-			continue // go_ and process_ series change with every run
+		if !strings.HasPrefix(name, "gpuwarden_") || name == "gpuwarden_build_info" {
+			continue // go_, process_ and build series change with every run and toolchain
 		}
 		if _, err := expfmt.MetricFamilyToText(&buf, mfs[name]); err != nil {
 			t.Fatal(err)

@@ -48,6 +48,9 @@ type Server struct {
 	// refuses other names so that a web page cannot read the API through
 	// DNS rebinding; set it when Prometheus scrapes the agent by name.
 	AllowedHosts []string
+	// Node is who pays for the box and where it runs (owner, project,
+	// provider, region, instance), for gpuwarden_node_info.
+	Node gpuwarden.Node
 
 	status  func() gpuwarden.AgentStatus
 	history func(ctx context.Context, since time.Time) ([]gpuwarden.NodeSample, error)
@@ -70,7 +73,7 @@ func NewServer(status func() gpuwarden.AgentStatus, history func(ctx context.Con
 		history: history,
 		log:     log.With("component", "http"),
 	}
-	s.metrics = newMetricsHandler(status, s.log)
+	s.metrics = newMetricsHandler(status, func() gpuwarden.Node { return s.Node }, s.log)
 	s.routes = map[string]nethttp.HandlerFunc{
 		"/":                   s.handleDashboard,
 		"/api/v1/status":      s.handleStatus,

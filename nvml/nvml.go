@@ -386,6 +386,7 @@ func (g *GPUs) Health(ctx context.Context, index int) (gpuwarden.Health, error) 
 				h.RetiredPages += len(pages)
 			}
 		}
+		h.Counters = errorCounters(c, dev)
 		pci, _ := get(c, "nvmlDeviceGetPciInfo", dev.GetPciInfo)
 		return reading{health: h, bus: busID(pci)}, c.err
 	})

@@ -196,9 +196,25 @@ func (s *Sampler) Sample() (gpuwarden.HostSample, error) {
 	hs.Sessions, hs.Processes = s.sessions, slices.Clone(s.list)
 
 	cur.valid = true
+	hs.Counters = cur.totals()
 	s.rates(&hs)
 	s.prev, s.cur = s.cur, s.prev // keep both core arrays for reuse
 	return hs, nil
+}
+
+// userHZ is the unit of /proc/stat's CPU times: USER_HZ, 100 on every
+// architecture Linux builds for today (sysconf(_SC_CLK_TCK)); node_exporter
+// assumes the same.
+const userHZ = 100
+
+// totals are the counters as HostCounters, for /metrics.
+func (c *counters) totals() *gpuwarden.HostCounters {
+	return &gpuwarden.HostCounters{
+		CPUBusySeconds: float64(c.cpu.busy) / userHZ, CPUIdleSeconds: float64(c.cpu.idle) / userHZ,
+		CPUIOWaitSeconds: float64(c.cpu.iowait) / userHZ,
+		HasDisk:          c.disk, DiskReadBytes: c.diskRead, DiskWrittenBytes: c.diskWrite,
+		HasNet: c.net, NetReceiveBytes: c.netRx, NetTransmitBytes: c.netTx,
+	}
 }
 
 // rates fills the per-second figures from s.prev to s.cur, zero when

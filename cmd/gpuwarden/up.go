@@ -226,6 +226,9 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 
 	if f.listen != "" {
 		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)
+		if srv.Node, err = metricsNode(f, cfg); err != nil {
+			return err
+		}
 		addr, err := srv.Serve(ctx, f.listen)
 		if err != nil {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "--listen %s: %v", f.listen, err)

@@ -84,6 +84,22 @@ func fleetNodeID(f *upFlags, host, dataDir string, gpus []gpuwarden.GPU) string 
 	return burnin.NodeID(host, gpus)
 }
 
+// metricsNode is the node as gpuwarden_node_info labels it: the --label
+// values (project among them) and the instance ID the server would see, so
+// that an alert on an agent's series can name who pays for the box.
+func metricsNode(f *upFlags, cfg agent.Config) (gpuwarden.Node, error) {
+	labels, err := parseLabels(f.fleet.labels, cfg.Budget)
+	if err != nil {
+		return gpuwarden.Node{}, err
+	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return gpuwarden.Node{}, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
+	}
+	instance, _ := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
+	return gpuwarden.Node{Hostname: cfg.Node, Project: labels.Extra["project"], Labels: labels, InstanceID: instance}, nil
+}
+
 // simulatedNodeID is the node ID of a simulated agent with its data dir
 // (absolute): simulated GPUs of one spec have the same UUIDs everywhere, so
 // the host and the GPUs alone would give every simulated agent on a host

@@ -1,0 +1,80 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// docTableSeries is the first cell of a docs/metrics.md table row.
+var docTableSeries = regexp.MustCompile("(?m)^\\| `(gpuwarden_[a-z0-9_]+)` \\|")
+
+// TestMetricsDocumented: every gpuwarden_ series the agent and the fleet
+// server expose has its row in docs/metrics.md, and every row names a
+// series one of them exposes.
+func TestMetricsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range docTableSeries.FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+
+	exposed := map[string]bool{}
+	// The agent, with every optional family present: counters, retired
+	// pages (a pre-Ampere card), a budget limit.
+	st := healthStatus()
+	st.Health[1].Counters.RetiredPages = u64(2)
+	st.Last.Host.Counters = &gpuwarden.HostCounters{HasDisk: true, HasNet: true}
+	mfs, err := newRegistry(func() gpuwarden.AgentStatus { return st }, func() gpuwarden.Node { return healthNode }).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		exposed[mf.GetName()] = true
+	}
+	// The fleet server, with a node and an orphan.
+	f := newFleetFixture(t, nil)
+	if err := f.store.PutProject(context.Background(), gpuwarden.Project{Name: "vision", Budget: 500000, Currency: "EUR", Created: fixtureNow}); err != nil {
+		t.Fatal(err)
+	}
+	agent := f.token("vision", "agent")
+	f.register(agent, node("n-1", ""))
+	f.advance(time.Minute)
+	code, body, _ := f.call("GET", "/metrics", f.token("*", "viewer"), nil)
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fleet, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range fleet {
+		exposed[name] = true
+	}
+
+	for name := range exposed {
+		if strings.HasPrefix(name, "gpuwarden_") && !documented[name] {
+			t.Errorf("%s is exposed but has no row in docs/metrics.md", name)
+		}
+	}
+	for name := range documented {
+		if !exposed[name] {
+			t.Errorf("docs/metrics.md documents %s, which neither the agent nor the server exposes", name)
+		}
+	}
+	if n := len(documented); n < 50 {
+		t.Errorf("docs/metrics.md has %d series rows; the parse is likely broken", n)
+	}
+}
