@@ -8,6 +8,8 @@ import (
 // BurnRequest asks for the GPU checks of a burn-in on one GPU.
 type BurnRequest struct {
 	Index int `json:"index"`
+	// UUID is NVML's UUID of the GPU; CUDA finds the device by it.
+	UUID string `json:"uuid,omitempty"`
 	// MemFraction of the free VRAM the memory test covers (at least 0.95 in a full run).
 	MemFraction float64 `json:"mem_fraction"`
 	// Patterns for the memory test: zeros, ones, aa, 55, walking-ones,
@@ -64,6 +66,11 @@ type GEMMResult struct {
 	Runs       int     `json:"runs"`
 	Dim        int     `json:"dim"`
 	Reason     string  `json:"reason,omitempty"`
+	// Algo says how the GEMM kernel was chosen: "heuristic" (asked for the
+	// workspace) or "default, no workspace: " and why no heuristic answered.
+	Algo string `json:"algo,omitempty"`
+	// WorkspaceBytes is what the heuristic's algorithm uses of the buffer.
+	WorkspaceBytes uint64 `json:"workspace_bytes,omitempty"`
 }
 
 // Burner runs the GPU checks of a burn-in: real CUDA kernels, or a simulation.

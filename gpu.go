@@ -148,7 +148,10 @@ type GPUs interface {
 // allocation, a pattern fill and verify, host↔device copies and a short
 // device-to-device bandwidth run.
 type ProbeRequest struct {
-	Index      int    `json:"index"`
+	Index int `json:"index"`
+	// UUID is NVML's UUID of the GPU ("GPU-…"): CUDA finds it by that,
+	// since CUDA's ordinals need not follow NVML's index.
+	UUID       string `json:"uuid,omitempty"`
 	AllocBytes uint64 `json:"alloc_bytes"`
 	// Seed picks the fill pattern; verify recomputes it from the same seed.
 	Seed uint64 `json:"seed"`

@@ -189,7 +189,7 @@ func Run(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context, gp
 		go func() {
 			defer wg.Done()
 			r := req
-			r.Index, r.Seed, r.InjectFault = g.Index, o.Seed+uint64(g.Index), o.InjectFault
+			r.Index, r.UUID, r.Seed, r.InjectFault = g.Index, g.UUID, o.Seed+uint64(g.Index), o.InjectFault
 			runs[i] = burnOne(ctx, gpus, burn, g, r, o)
 			doneMu.Lock()
 			gpusDone++

@@ -161,7 +161,7 @@ func (a *app) burninProgress() func(phase string, done, total float64) {
 func (a *app) burnGPU(ctx context.Context, req gpuwarden.BurnRequest) (gpuwarden.BurnResult, error) {
 	reqJSON, _ := json.Marshal(req)
 	var r gpuwarden.BurnResult
-	err := runGPUChild(ctx, req.Index, "the burn-in", "", []string{"__burn", "--request", string(reqJSON)}, &r)
+	err := a.runGPUChild(ctx, req.Index, "the burn-in", "", []string{"__burn", "--request", string(reqJSON)}, &r)
 	return r, err
 }
 
@@ -189,7 +189,7 @@ func (a *app) burnCommand() *cobra.Command {
 			// The bf16 GEMM soak runs when libcublasLt is on the box, for
 			// half the FP32 soak's time; its absence is not a fault.
 			if req.SoakSeconds > 0 {
-				g, err := d.GEMMSoak(context.Background(), req.Index, req.SoakSeconds/2)
+				g, err := d.GEMMSoak(context.Background(), req.Index, req.UUID, req.SoakSeconds/2)
 				if err != nil {
 					return err
 				}

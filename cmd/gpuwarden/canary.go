@@ -338,7 +338,7 @@ func (a *app) checkGPUs(ctx context.Context, f *stackFlags, gpus gpuwarden.GPUs,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := gpuwarden.ProbeRequest{Index: g.Index, AllocBytes: min(alloc, g.VRAMBytes*9/10), Seed: seed + uint64(i)}
+			req := gpuwarden.ProbeRequest{Index: g.Index, UUID: g.UUID, AllocBytes: min(alloc, g.VRAMBytes*9/10), Seed: seed + uint64(i)}
 			res, err := a.probeGPU(ctx, f.gpu.simulate, req)
 			results[i] = probeOutcome{req, res, err}
 		}()
