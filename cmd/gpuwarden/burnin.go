@@ -43,7 +43,11 @@ minute, the default about five, --duration D soaks longer. The report goes
 to the ledger under this node's ID (host name + GPU UUIDs and serials), where
 ` + "`gpuwarden nodes`" + ` keeps the scorecard.
 
-The GPU work runs in a child process per GPU, killed at --timeout.
+The GPU work runs in a child process per GPU, killed at --timeout. Each GPU
+NVML lists is burnt in, found in CUDA by its UUID: an inherited
+CUDA_VISIBLE_DEVICES is ignored (and said so in the log). A GPU in MIG mode
+gets the memory and health checks of what CUDA can reach; the soak, bandwidth
+and PCIe checks, which need the whole device, are SKIP with that reason.
 
 ` + exitCodes("0  PASS", "1  WARN or FAIL (--fail-on fail lets WARN pass)", "2  bad input or usage", "3  no driver or no GPU",
 			"4  internal error, or a GPU check that hung past --timeout"),

@@ -158,6 +158,8 @@ fill/verify kernel finds every word right, host↔device copies and a short
 device bandwidth run match the model, and the stack matches gpuwarden.lock
 field by field (old → new for every drift). The CUDA work runs in a child
 process that is killed at --timeout, so a hung driver is reported, not waited on.
+Each GPU NVML lists is probed, found in CUDA by its UUID: an inherited
+CUDA_VISIBLE_DEVICES is ignored for the probe (and said so in the log).
 
 A missing lock (--lock, default ./gpuwarden.lock) is a finding, so that a
 mistyped path or a CI job that never made a lock does not pass: create one

@@ -94,7 +94,12 @@ func (a *app) runGPUChild(ctx context.Context, index int, what, simulate string,
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = a.gpuChildEnv(os.Environ())
-	r := runBounded(ctx, cmd, childPipeDelay, childGrace)
+	return childResult(index, what, runBounded(ctx, cmd, childPipeDelay, childGrace), out)
+}
+
+// childResult turns how a GPU child ended into its decoded result or an
+// error that says what happened to it.
+func childResult(index int, what string, r boundedResult, out any) error {
 	stderr := string(r.stderr)
 	switch {
 	case r.stuck != nil:
