@@ -83,6 +83,9 @@ const (
 	VerdictPass = "PASS"
 	VerdictWarn = "WARN"
 	VerdictFail = "FAIL"
+	// VerdictSkip is a check that was not run, with the reason why: it
+	// neither passes nor lowers the verdict, it says what was not proven.
+	VerdictSkip = "SKIP"
 )
 
 // BurnCheck is one check of a burn-in with its verdict and the expectation
@@ -93,7 +96,7 @@ type BurnCheck struct {
 	Value  float64 `json:"value"`
 	Unit   string  `json:"unit"`
 	Expect float64 `json:"expect,omitempty"`
-	// Verdict is PASS, WARN or FAIL; Reason says why in words.
+	// Verdict is PASS, WARN, FAIL or SKIP; Reason says why in words.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
 }

@@ -65,7 +65,9 @@ func Expectations() (map[string]Expectation, error) {
 
 // worse returns the worse of two verdicts.
 func worse(a, b string) string {
-	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
+	// A skipped check proves nothing either way: the report's verdict is
+	// that of the checks that ran, and the table counts the skipped ones.
+	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictSkip: 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
 	if rank[b] > rank[a] {
 		return b
 	}

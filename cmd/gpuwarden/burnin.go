@@ -45,9 +45,10 @@ to the ledger under this node's ID (host name + GPU UUIDs and serials), where
 
 The GPU work runs in a child process per GPU, killed at --timeout. Each GPU
 NVML lists is burnt in, found in CUDA by its UUID: an inherited
-CUDA_VISIBLE_DEVICES is ignored (and said so in the log). A GPU in MIG mode
-gets the memory and health checks of what CUDA can reach; the soak, bandwidth
-and PCIe checks, which need the whole device, are SKIP with that reason.
+CUDA_VISIBLE_DEVICES is ignored (and said so in the log). On a GPU in MIG mode
+CUDA sees only the MIG instances: its memory, bandwidth, soak, PCIe and
+throttle checks, which need the whole device, are SKIP ("skipped: MIG
+enabled"), not PASS; its health counters are still read and judged.
 
 ` + exitCodes("0  PASS", "1  WARN or FAIL (--fail-on fail lets WARN pass)", "2  bad input or usage", "3  no driver or no GPU",
 			"4  internal error, or a GPU check that hung past --timeout"),
