@@ -26,6 +26,9 @@ type GPU struct {
 	Persistence     bool    `json:"persistence"`
 	ECC             bool    `json:"ecc"`
 	PowerLimitWatts float64 `json:"power_limit_w,omitempty"`
+	// Pods are the Kubernetes containers the kubelet allocated this GPU
+	// to, when the agent reads the pod-resources API; empty elsewhere.
+	Pods []PodRef `json:"pods,omitempty"`
 }
 
 // Telemetry is one sample of what a GPU is doing.

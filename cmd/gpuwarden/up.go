@@ -17,6 +17,7 @@ import (
 	"github.com/gpuwarden/gpuwarden/agent"
 	"github.com/gpuwarden/gpuwarden/config"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/kubelet"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preempt"
@@ -47,6 +48,7 @@ type upFlags struct {
 	cloud                     cloudFlags
 	cats                      catalogFlags
 	fleet                     fleetUpFlags
+	kubeletSocket             string
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -120,6 +122,8 @@ NVIDIA driver it runs on the CPU path and says so.
 	f.cloud.register(c, "cloud metadata to poll for notices")
 	f.cats.register(c)
 	f.fleet.register(c)
+	fl.StringVar(&f.kubeletSocket, "kubelet-socket", kubelet.DefaultSocket,
+		"`PATH` of the kubelet's pod-resources socket: label each GPU with the pods holding it (no socket: no labels; empty: do not ask)")
 	return c
 }
 
@@ -209,6 +213,11 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	ag.Socket = sock
 	go sock.Serve(ctx)
 	go a.watchNotices(ctx, f, ag, log)
+	if f.kubeletSocket != "" {
+		go ag.WatchPods(ctx, func(ctx context.Context) (map[string][]gpuwarden.PodRef, error) {
+			return kubelet.Attribution(ctx, f.kubeletSocket)
+		}, kubelet.ErrNoSocket, 10*time.Second)
+	}
 
 	if f.listen != "" {
 		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)
