@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/gpusim"
 )
 
 // These tests hold runBounded to its promise: after ctx ends it returns
@@ -198,5 +199,48 @@ func TestGPUChildEnv(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// migSim reports every simulated GPU with MIG mode on.
+type migSim struct{ *gpusim.Sim }
+
+func (m migSim) List(ctx context.Context) ([]gpuwarden.GPU, error) {
+	list, err := m.Sim.List(ctx)
+	for i := range list {
+		list[i].MIG = true
+	}
+	return list, err
+}
+
+// TestCanaryMIGIsPartial: a GPU in MIG mode is not probed (CUDA sees only
+// its instances, and the probe finds GPUs by their own UUID); its cuda
+// check is a skip with the reason, and the verdict is partial, not OK.
+func TestCanaryMIGIsPartial(t *testing.T) {
+	spec, err := gpusim.ParseSpec("2xH100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &app{}
+	var r canaryReport
+	a.checkGPUs(context.Background(), &stackFlags{}, migSim{gpusim.New(spec)}, 1<<20, &r)
+	n := 0
+	for _, c := range r.Checks {
+		if c.Name == "cuda" {
+			n++
+			if c.Status != statusSkip || !strings.HasPrefix(c.Detail, "skipped: MIG enabled") {
+				t.Errorf("cuda check %+v, want a MIG skip", c)
+			}
+		}
+		if c.Name == "context+alloc" {
+			t.Errorf("a MIG GPU was probed: %+v", c)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d cuda checks, want one per GPU", n)
+	}
+	r.decide(false)
+	if r.Complete || r.Verdict != verdictPartial || r.ExitCode != canaryOK {
+		t.Errorf("complete %v, verdict %s, exit %d; want a partial pass", r.Complete, r.Verdict, r.ExitCode)
 	}
 }
