@@ -394,3 +394,24 @@ func TestFakeOrdinalByUUID(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParseUUID: whatever ParseUUID accepts prints back, with NVML's
+// prefix, to a string that parses to the same bytes.
+func FuzzParseUUID(f *testing.F) {
+	for _, s := range []string{"GPU-a0111111-1111-1111-1111-111111111111", "MIG-3e3e0c35-9f1a-5b0e-8e12-0123456789ab", "GPU-", "MIG-GPU-x/1/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseUUID(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseUUID("GPU-" + u.String())
+		if err != nil || back != u {
+			t.Fatalf("%q parsed to %s, which reads back as %s, %v", s, u, back, err)
+		}
+		if !strings.EqualFold(s[4:], u.String()) {
+			t.Fatalf("%q parsed to %s", s, u)
+		}
+	})
+}

@@ -75,6 +75,8 @@ ledger, and applies the policies:
   diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
 
 It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
+On Kubernetes each GPU in the status names the pods holding it, read from the
+kubelet's pod-resources socket (--kubelet-socket).
 With --server it also reports to a fleet server (gpuwarden server): it
 registers the box with its --label values, sends a heartbeat every
 --heartbeat and ships its events and minutes from the local ledger, which is
