@@ -25,7 +25,11 @@ import (
 //   - a child that is killed but never reaped: a ptrace tracer outside the
 //     group (testdata/unreaped.c) keeps its zombie from the parent, so
 //     wait4 blocks just as it does for a child in uninterruptible sleep in
-//     the NVIDIA module. A real D state is not produced here.
+//     the NVIDIA module;
+//   - as root, where /dev/fuse can be mounted, a real uninterruptible
+//     sleep: a child blocked on a FUSE request that its daemon read and
+//     never answers (testdata/dstate.c) stays in D state after SIGKILL,
+//     as a child stuck inside the NVIDIA module does.
 
 // cancelAfter is a context that ends after d.
 func cancelAfter(t *testing.T, d time.Duration) context.Context {
@@ -143,15 +147,64 @@ func TestRunBoundedUnreapedChild(t *testing.T) {
 // test skips.
 func buildUnreaped(t *testing.T) string {
 	t.Helper()
+	return buildHelper(t, "unreaped")
+}
+
+// buildHelper compiles testdata/NAME.c; without a C compiler the test skips.
+func buildHelper(t *testing.T, name string) string {
+	t.Helper()
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skip("no C compiler for testdata/unreaped.c")
+		t.Skipf("no C compiler for testdata/%s.c", name)
 	}
-	out := filepath.Join(t.TempDir(), "unreaped")
-	if b, err := exec.Command(cc, "-O2", "-o", out, "testdata/unreaped.c").CombinedOutput(); err != nil {
-		t.Fatalf("build unreaped.c: %v\n%s", err, b)
+	out := filepath.Join(t.TempDir(), name)
+	if b, err := exec.Command(cc, "-O2", "-o", out, "testdata/"+name+".c").CombinedOutput(); err != nil {
+		t.Fatalf("build %s.c: %v\n%s", name, err, b)
 	}
 	return out
+}
+
+func TestRunBoundedDStateChild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting FUSE without fusermount needs root")
+	}
+	helper := buildHelper(t, "dstate")
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Runs before TempDir's removal: the mount must go first.
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	const grace = 700 * time.Millisecond
+	cmd := exec.Command(helper, mnt)
+	start := time.Now()
+	r := runBounded(cancelAfter(t, 500*time.Millisecond), cmd, 200*time.Millisecond, grace)
+	elapsed := time.Since(start)
+	m := regexp.MustCompile(`daemon=(\d+)`).FindSubmatch(r.stderr)
+	if m == nil {
+		if r.err != nil {
+			t.Skipf("no FUSE mount here: %v: %s", r.err, r.stderr)
+		}
+		t.Fatalf("the helper never got its daemon going: %+v, stderr %q", r, r.stderr)
+	}
+	daemon, _ := strconv.Atoi(string(m[1]))
+	// Killing the daemon closes /dev/fuse: the stat ends with ENOTCONN and
+	// the child dies of its pending SIGKILL.
+	t.Cleanup(func() { _ = syscall.Kill(daemon, syscall.SIGKILL) })
+	if r.stuck == nil {
+		t.Fatalf("got %+v, want the parent to give up on a child in D state", r)
+	}
+	if r.stuck.PID != cmd.Process.Pid || r.stuck.State != "D (disk sleep)" {
+		t.Errorf("stuck %+v, want pid %d in D (disk sleep)", r.stuck, cmd.Process.Pid)
+	}
+	t.Logf("%s after %s", r.stuck, elapsed.Round(time.Millisecond))
+	if elapsed < 500*time.Millisecond+grace || elapsed > 500*time.Millisecond+grace+2*time.Second {
+		t.Errorf("returned after %s, want the deadline plus the %s grace", elapsed, grace)
+	}
+	err := childResult(2, "CUDA work", r, &gpuwarden.ProbeResult{})
+	if want := "is still in state D (disk sleep)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want it to contain %q", err, want)
+	}
 }
 
 func TestProcState(t *testing.T) {
