@@ -371,6 +371,17 @@ func TestGEMMChecks(t *testing.T) {
 			t.Errorf("%s: verdicts %v, want %q", tt.name, got, tt.verdicts)
 		}
 	}
+	// A soak that ran without the heuristic's algorithm says so by its rate.
+	fallback := &gpuwarden.GEMMResult{Available: true, TFLOPs: 700, Runs: 40, Dim: 8192,
+		Algo: "default, no workspace: cublasLtMatmulAlgoGetHeuristic returned no algorithm"}
+	cs := gemmChecks(0, gpuwarden.BurnResult{GEMM: fallback}, 804, "H200")
+	if len(cs) != 2 || !strings.HasSuffix(cs[1].Reason, "; algorithm: default, no workspace: cublasLtMatmulAlgoGetHeuristic returned no algorithm") {
+		t.Errorf("fallback checks %+v", cs)
+	}
+	cs = gemmChecks(0, gpuwarden.BurnResult{GEMM: &gpuwarden.GEMMResult{Available: true, TFLOPs: 800, Runs: 1, Dim: 8, Algo: "heuristic"}}, 804, "H200")
+	if strings.Contains(cs[1].Reason, "algorithm") {
+		t.Errorf("the heuristic's algorithm is the normal case, not worth a word: %q", cs[1].Reason)
+	}
 }
 
 // migGPUs reports the simulated GPUs with MIG mode on for those in mig.

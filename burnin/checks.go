@@ -168,7 +168,12 @@ func gemmChecks(gpu int, r gpuwarden.BurnResult, ref float64, model string) []gp
 		c.Verdict = gpuwarden.VerdictFail
 		c.Reason = fmt.Sprintf("%d elements of %d repeated GEMMs differ from the first result: the card computes wrong answers", g.Mismatches, g.Runs)
 	}
-	return []gpuwarden.BurnCheck{c, refCheck("bf16", gpu, g.TFLOPs, ref, "TFLOP/s", model)}
+	rate := refCheck("bf16", gpu, g.TFLOPs, ref, "TFLOP/s", model)
+	if g.Algo != "" && g.Algo != "heuristic" {
+		// The rate of cuBLASLt's no-workspace default is not the card's.
+		rate.Reason += "; algorithm: " + g.Algo
+	}
+	return []gpuwarden.BurnCheck{c, rate}
 }
 
 // fmaCheck fails on any FMA result that differs from the recomputed one.
