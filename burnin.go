@@ -8,6 +8,8 @@ import (
 // BurnRequest asks for the GPU checks of a burn-in on one GPU.
 type BurnRequest struct {
 	Index int `json:"index"`
+	// UUID is NVML's UUID of the GPU; CUDA finds the device by it.
+	UUID string `json:"uuid,omitempty"`
 	// MemFraction of the free VRAM the memory test covers (at least 0.95 in a full run).
 	MemFraction float64 `json:"mem_fraction"`
 	// Patterns for the memory test: zeros, ones, aa, 55, walking-ones,
@@ -64,6 +66,11 @@ type GEMMResult struct {
 	Runs       int     `json:"runs"`
 	Dim        int     `json:"dim"`
 	Reason     string  `json:"reason,omitempty"`
+	// Algo says how the GEMM kernel was chosen: "heuristic" (asked for the
+	// workspace) or "default, no workspace: " and why no heuristic answered.
+	Algo string `json:"algo,omitempty"`
+	// WorkspaceBytes is what the heuristic's algorithm uses of the buffer.
+	WorkspaceBytes uint64 `json:"workspace_bytes,omitempty"`
 }
 
 // Burner runs the GPU checks of a burn-in: real CUDA kernels, or a simulation.
@@ -76,6 +83,9 @@ const (
 	VerdictPass = "PASS"
 	VerdictWarn = "WARN"
 	VerdictFail = "FAIL"
+	// VerdictSkip is a check that was not run, with the reason why: it
+	// neither passes nor lowers the verdict, it says what was not proven.
+	VerdictSkip = "SKIP"
 )
 
 // BurnCheck is one check of a burn-in with its verdict and the expectation
@@ -86,7 +96,7 @@ type BurnCheck struct {
 	Value  float64 `json:"value"`
 	Unit   string  `json:"unit"`
 	Expect float64 `json:"expect,omitempty"`
-	// Verdict is PASS, WARN or FAIL; Reason says why in words.
+	// Verdict is PASS, WARN, FAIL or SKIP; Reason says why in words.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
 }

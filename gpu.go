@@ -26,6 +26,9 @@ type GPU struct {
 	Persistence     bool    `json:"persistence"`
 	ECC             bool    `json:"ecc"`
 	PowerLimitWatts float64 `json:"power_limit_w,omitempty"`
+	// Pods are the Kubernetes containers the kubelet allocated this GPU
+	// to, when the agent reads the pod-resources API; empty elsewhere.
+	Pods []PodRef `json:"pods,omitempty"`
 }
 
 // Telemetry is one sample of what a GPU is doing.
@@ -176,7 +179,10 @@ type GPUs interface {
 // allocation, a pattern fill and verify, host↔device copies and a short
 // device-to-device bandwidth run.
 type ProbeRequest struct {
-	Index      int    `json:"index"`
+	Index int `json:"index"`
+	// UUID is NVML's UUID of the GPU ("GPU-…"): CUDA finds it by that,
+	// since CUDA's ordinals need not follow NVML's index.
+	UUID       string `json:"uuid,omitempty"`
 	AllocBytes uint64 `json:"alloc_bytes"`
 	// Seed picks the fill pattern; verify recomputes it from the same seed.
 	Seed uint64 `json:"seed"`

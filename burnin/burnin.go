@@ -106,9 +106,11 @@ func hostPlan(o Options) (disk int64, cpu time.Duration) {
 
 // gpuRun is what one GPU's part of the burn-in collected.
 type gpuRun struct {
-	gpu       gpuwarden.GPU
-	result    gpuwarden.BurnResult
-	err       error
+	gpu    gpuwarden.GPU
+	result gpuwarden.BurnResult
+	err    error
+	// skip, when set, is why the CUDA checks did not run on this GPU.
+	skip      string
 	before    gpuwarden.Health
 	after     gpuwarden.Health
 	healthErr error
@@ -189,8 +191,15 @@ func Run(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context, gp
 		go func() {
 			defer wg.Done()
 			r := req
-			r.Index, r.Seed, r.InjectFault = g.Index, o.Seed+uint64(g.Index), o.InjectFault
-			runs[i] = burnOne(ctx, gpus, burn, g, r, o)
+			r.Index, r.UUID, r.Seed, r.InjectFault = g.Index, g.UUID, o.Seed+uint64(g.Index), o.InjectFault
+			if g.MIG {
+				// Only the health counters are read: NVML still sees the
+				// whole card, CUDA only its MIG instances.
+				runs[i] = burnOne(ctx, gpus, noBurn, g, r, o)
+				runs[i].skip = migSkip
+			} else {
+				runs[i] = burnOne(ctx, gpus, burn, g, r, o)
+			}
 			doneMu.Lock()
 			gpusDone++
 			n := gpusDone
@@ -214,7 +223,7 @@ func Run(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context, gp
 
 	for _, run := range runs {
 		rep.Checks = append(rep.Checks, gpuChecks(run, expect)...)
-		if run.err == nil {
+		if run.err == nil && run.skip == "" {
 			rep.Results = append(rep.Results, run.result)
 		}
 		rep.Telemetry = append(rep.Telemetry, run.samples...)
@@ -237,6 +246,14 @@ func Run(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context, gp
 	rep.End = o.Now()
 	o.Log.Info("burn-in done", "node", rep.Node, "verdict", rep.Verdict)
 	return rep, nil
+}
+
+// migSkip is why a GPU in MIG mode gets no CUDA checks.
+const migSkip = "MIG enabled: CUDA sees only the MIG instances, and this check needs the whole device"
+
+// noBurn stands in for the burn of a GPU whose CUDA checks are skipped.
+func noBurn(context.Context, gpuwarden.BurnRequest) (gpuwarden.BurnResult, error) {
+	return gpuwarden.BurnResult{}, nil
 }
 
 // burnOne runs one GPU's burn with its telemetry sampler and health reads.
@@ -299,6 +316,12 @@ func burnOne(ctx context.Context, gpus gpuwarden.GPUs, burn func(context.Context
 func gpuChecks(run gpuRun, expect map[string]Expectation) []gpuwarden.BurnCheck {
 	i := run.gpu.Index
 	var out []gpuwarden.BurnCheck
+	if run.skip != "" {
+		for _, name := range []string{"memory", "bandwidth", "fp32", "fma", "pcie", "throttle"} {
+			out = append(out, gpuwarden.BurnCheck{Name: name, GPU: &i, Verdict: gpuwarden.VerdictSkip, Reason: "skipped: " + run.skip})
+		}
+		return append(out, healthCheck(i, run.before, run.after, run.healthErr))
+	}
 	if run.err != nil {
 		out = append(out, gpuwarden.BurnCheck{Name: "burn", GPU: &i, Verdict: gpuwarden.VerdictFail,
 			Reason: fmt.Sprintf("the GPU checks did not finish: %v", run.err)})

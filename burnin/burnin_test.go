@@ -371,4 +371,88 @@ func TestGEMMChecks(t *testing.T) {
 			t.Errorf("%s: verdicts %v, want %q", tt.name, got, tt.verdicts)
 		}
 	}
+	// A soak that ran without the heuristic's algorithm says so by its rate.
+	fallback := &gpuwarden.GEMMResult{Available: true, TFLOPs: 700, Runs: 40, Dim: 8192,
+		Algo: "default, no workspace: cublasLtMatmulAlgoGetHeuristic returned no algorithm"}
+	cs := gemmChecks(0, gpuwarden.BurnResult{GEMM: fallback}, 804, "H200")
+	if len(cs) != 2 || !strings.HasSuffix(cs[1].Reason, "; algorithm: default, no workspace: cublasLtMatmulAlgoGetHeuristic returned no algorithm") {
+		t.Errorf("fallback checks %+v", cs)
+	}
+	cs = gemmChecks(0, gpuwarden.BurnResult{GEMM: &gpuwarden.GEMMResult{Available: true, TFLOPs: 800, Runs: 1, Dim: 8, Algo: "heuristic"}}, 804, "H200")
+	if strings.Contains(cs[1].Reason, "algorithm") {
+		t.Errorf("the heuristic's algorithm is the normal case, not worth a word: %q", cs[1].Reason)
+	}
+}
+
+// migGPUs reports the simulated GPUs with MIG mode on for those in mig.
+type migGPUs struct {
+	*gpusim.Sim
+	mig map[int]bool
+}
+
+func (m migGPUs) List(ctx context.Context) ([]gpuwarden.GPU, error) {
+	list, err := m.Sim.List(ctx)
+	for i := range list {
+		list[i].MIG = m.mig[list[i].Index]
+	}
+	return list, err
+}
+
+// TestRunMIG: a GPU in MIG mode gets no CUDA burn; its CUDA checks are
+// SKIP with the reason, not PASS, its health is still read, and the
+// other GPU is burnt in as usual.
+func TestRunMIG(t *testing.T) {
+	s := sim(t, "2xH100")
+	var burned sync.Map
+	burn := func(ctx context.Context, req gpuwarden.BurnRequest) (gpuwarden.BurnResult, error) {
+		burned.Store(req.Index, true)
+		return s.Burn(ctx, req)
+	}
+	r, err := Run(context.Background(), migGPUs{s, map[int]bool{1: true}}, burn, quickOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := burned.Load(1); ok {
+		t.Error("the MIG GPU was burnt in")
+	}
+	if _, ok := burned.Load(0); !ok {
+		t.Error("the whole GPU was not burnt in")
+	}
+	for _, name := range []string{"memory", "bandwidth", "fp32", "fma", "pcie", "throttle"} {
+		c, ok := check(r, name, 1)
+		if !ok || c.Verdict != gpuwarden.VerdictSkip || !strings.HasPrefix(c.Reason, "skipped: MIG enabled") {
+			t.Errorf("GPU 1 %s = %+v, want SKIP with the MIG reason", name, c)
+		}
+		if c, ok := check(r, name, 0); !ok || c.Verdict != gpuwarden.VerdictPass {
+			t.Errorf("GPU 0 %s = %+v, want PASS", name, c)
+		}
+	}
+	if c, ok := check(r, "health", 1); !ok || c.Verdict != gpuwarden.VerdictPass {
+		t.Errorf("GPU 1 health = %+v, want it read and PASS", c)
+	}
+	if len(r.Results) != 1 || r.Results[0].Index != 0 {
+		t.Errorf("results %+v, want GPU 0's only", r.Results)
+	}
+	if r.Verdict != gpuwarden.VerdictPass {
+		t.Errorf("verdict %s: the checks that ran all passed", r.Verdict)
+	}
+	var b strings.Builder
+	if err := Table(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "6 skipped and not judged") || !strings.Contains(b.String(), "SKIP") {
+		t.Errorf("table does not say what was skipped:\n%s", b.String())
+	}
+}
+
+func TestRunMIGWithFaultyHealth(t *testing.T) {
+	// Skipping the CUDA checks must not hide an Xid NVML reports.
+	s := sim(t, "1xH100,fault=xid")
+	r, err := Run(context.Background(), migGPUs{s, map[int]bool{0: true}}, s.Burn, quickOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := check(r, "health", 0); c.Verdict != gpuwarden.VerdictFail || r.Verdict != gpuwarden.VerdictFail {
+		t.Errorf("health %+v, verdict %s; want FAIL", c, r.Verdict)
+	}
 }

@@ -65,7 +65,9 @@ func Expectations() (map[string]Expectation, error) {
 
 // worse returns the worse of two verdicts.
 func worse(a, b string) string {
-	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
+	// A skipped check proves nothing either way: the report's verdict is
+	// that of the checks that ran, and the table counts the skipped ones.
+	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictSkip: 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
 	if rank[b] > rank[a] {
 		return b
 	}
@@ -166,7 +168,12 @@ func gemmChecks(gpu int, r gpuwarden.BurnResult, ref float64, model string) []gp
 		c.Verdict = gpuwarden.VerdictFail
 		c.Reason = fmt.Sprintf("%d elements of %d repeated GEMMs differ from the first result: the card computes wrong answers", g.Mismatches, g.Runs)
 	}
-	return []gpuwarden.BurnCheck{c, refCheck("bf16", gpu, g.TFLOPs, ref, "TFLOP/s", model)}
+	rate := refCheck("bf16", gpu, g.TFLOPs, ref, "TFLOP/s", model)
+	if g.Algo != "" && g.Algo != "heuristic" {
+		// The rate of cuBLASLt's no-workspace default is not the card's.
+		rate.Reason += "; algorithm: " + g.Algo
+	}
+	return []gpuwarden.BurnCheck{c, rate}
 }
 
 // fmaCheck fails on any FMA result that differs from the recomputed one.

@@ -35,7 +35,7 @@ func Table(w io.Writer, r gpuwarden.BurnReport) error {
 		b.WriteByte('\n')
 	}
 	row("CHECK", "GPU", "VALUE", "EXPECT", "VERDICT", "REASON")
-	var warns, fails int
+	var warns, fails, skips int
 	for _, c := range r.Checks {
 		gpu := "-"
 		if c.GPU != nil {
@@ -54,9 +54,15 @@ func Table(w io.Writer, r gpuwarden.BurnReport) error {
 			warns++
 		case gpuwarden.VerdictFail:
 			fails++
+		case gpuwarden.VerdictSkip:
+			skips++
 		}
 	}
-	fmt.Fprintf(&b, "\nverdict: %s (%d checks, %d warnings, %d failures)\n", r.Verdict, len(r.Checks), warns, fails)
+	fmt.Fprintf(&b, "\nverdict: %s (%d checks, %d warnings, %d failures", r.Verdict, len(r.Checks), warns, fails)
+	if skips > 0 {
+		fmt.Fprintf(&b, ", %d skipped and not judged", skips)
+	}
+	b.WriteString(")\n")
 	lines := strings.Split(b.String(), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")

@@ -123,7 +123,11 @@ func (d *Driver) Burn(ctx context.Context, req gpuwarden.BurnRequest) (res gpuwa
 	// A context is current per OS thread: keep this goroutine on one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s, err := d.openSession(req.Index)
+	ordinal, err := d.Ordinal(req.Index, req.UUID)
+	if err != nil {
+		return res, err
+	}
+	s, err := d.openSession(ordinal)
 	if err != nil {
 		return res, err
 	}

@@ -69,6 +69,7 @@ type api struct {
 	cuDeviceGet               func(dev *int32, ordinal int32) int32
 	cuDeviceGetName           func(name *byte, n int32, dev int32) int32
 	cuDeviceTotalMem          func(bytes *uint64, dev int32) int32
+	cuDeviceGetUuid           func(uuid *UUID, dev int32) int32
 	cuDeviceGetAttribute      func(value *int32, attr int32, dev int32) int32
 	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
 	cuDevicePrimaryCtxRelease func(dev int32) int32
@@ -111,6 +112,9 @@ func (a *api) symbols() []symbol {
 		{&a.cuDeviceGet, []string{"cuDeviceGet"}},
 		{&a.cuDeviceGetName, []string{"cuDeviceGetName"}},
 		{&a.cuDeviceTotalMem, []string{"cuDeviceTotalMem_v2"}},
+		// CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev), CUDA 11.4+;
+		// the first version, same signature, is all an R450 driver has.
+		{&a.cuDeviceGetUuid, []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}},
 		{&a.cuDeviceGetAttribute, []string{"cuDeviceGetAttribute"}},
 		{&a.cuDevicePrimaryCtxRetain, []string{"cuDevicePrimaryCtxRetain"}},
 		{&a.cuDevicePrimaryCtxRelease, []string{"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"}},

@@ -25,6 +25,8 @@ type fakeCUDA struct {
 	setDevs   func(n int32)
 	flip      func(word int64)
 	failNext  func(call string, code int32)
+	setUUID   func(dev int32, uuid *UUID)
+	lastDev   func() int32
 	buildErr  error
 	buildSkip string
 }
@@ -85,6 +87,8 @@ func loadFake(t *testing.T) *fakeCUDA {
 		purego.RegisterLibFunc(&fake.setDevs, d.lib, "fake_set_devices")
 		purego.RegisterLibFunc(&fake.flip, d.lib, "fake_flip")
 		purego.RegisterLibFunc(&fake.failNext, d.lib, "fake_fail")
+		purego.RegisterLibFunc(&fake.setUUID, d.lib, "fake_set_uuid")
+		purego.RegisterLibFunc(&fake.lastDev, d.lib, "fake_last_device")
 	})
 	if fake.buildSkip != "" {
 		t.Skip(fake.buildSkip)
@@ -284,11 +288,130 @@ func TestFakeDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Device{Index: 0, Name: "Fake GPU", TotalBytes: 1 << 30, SMs: 4, ComputeCapability: "9.0"}
+	want := Device{Index: 0, UUID: "GPU-a0111111-1111-1111-1111-111111111111", Name: "Fake GPU", TotalBytes: 1 << 30, SMs: 4, ComputeCapability: "9.0"}
 	if len(devs) != 1 || devs[0] != want {
 		t.Errorf("Devices() = %+v, want [%+v]", devs, want)
 	}
 	if v, err := f.d.Version(); err != nil || v != "13.0" {
 		t.Errorf("Version() = %q, %v", v, err)
 	}
+}
+
+func TestParseUUID(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, wantErr string
+	}{
+		{"GPU-a0111111-1111-1111-1111-111111111111", "a0111111-1111-1111-1111-111111111111", ""},
+		{"MIG-3e3e0c35-9f1a-5b0e-8e12-0123456789ab", "3e3e0c35-9f1a-5b0e-8e12-0123456789ab", ""},
+		{"GPU-A0111111-1111-1111-1111-111111111111", "a0111111-1111-1111-1111-111111111111", ""},
+		{"a0111111-1111-1111-1111-111111111111", "", "want GPU-"},
+		{"MIG-GPU-a0111111-1111-1111-1111-111111111111/1/0", "", "8-4-4-4-12"},
+		{"GPU-a0111111-1111-1111-1111-11111111111", "", "8-4-4-4-12"},
+		{"GPU-z0111111-1111-1111-1111-111111111111", "", "invalid byte"},
+		{"", "", "want GPU-"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseUUID(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseUUID(%q) = %v, %v; want an error containing %q", tc.in, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.String() != tc.want {
+				t.Errorf("ParseUUID(%q) = %s, %v; want %s", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFakeOrdinalByUUID: CUDA numbers the stand-in's three GPUs in the
+// reverse of NVML's order (as CUDA_DEVICE_ORDER=FASTEST_FIRST or a
+// CUDA_VISIBLE_DEVICES list can); the probe of NVML's GPU 0 must land on
+// CUDA ordinal 2, the one with GPU 0's UUID.
+func TestFakeOrdinalByUUID(t *testing.T) {
+	f := loadFake(t)
+	f.setDevs(3)
+	nvmlUUIDs := []string{
+		"GPU-0a0a0a0a-0000-0000-0000-000000000000",
+		"GPU-0b0b0b0b-0000-0000-0000-000000000001",
+		"GPU-0c0c0c0c-0000-0000-0000-000000000002",
+	}
+	for nvmlIndex, s := range nvmlUUIDs {
+		u, err := ParseUUID(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.setUUID(int32(2-nvmlIndex), &u)
+	}
+	for nvmlIndex, uuid := range nvmlUUIDs {
+		got, err := f.d.Ordinal(nvmlIndex, uuid)
+		if want := 2 - nvmlIndex; err != nil || got != want {
+			t.Errorf("Ordinal(%d, %s) = %d, %v; want %d", nvmlIndex, uuid, got, err, want)
+		}
+		res, err := f.d.Probe(context.Background(), gpuwarden.ProbeRequest{Index: nvmlIndex, UUID: uuid, AllocBytes: 64 << 10, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := int(f.lastDev()), 2-nvmlIndex; got != want || res.Index != nvmlIndex {
+			t.Errorf("probe of NVML GPU %d ran on CUDA ordinal %d and reports index %d; want ordinal %d, index %d",
+				nvmlIndex, got, res.Index, want, nvmlIndex)
+		}
+	}
+	t.Run("no uuid means a CUDA ordinal", func(t *testing.T) {
+		if got, err := f.d.Ordinal(1, ""); err != nil || got != 1 {
+			t.Errorf("Ordinal(1, \"\") = %d, %v", got, err)
+		}
+	})
+	t.Run("a GPU CUDA does not see", func(t *testing.T) {
+		_, err := f.d.Ordinal(3, "GPU-0d0d0d0d-0000-0000-0000-000000000003")
+		if gpuwarden.ErrorCodeOf(err) != gpuwarden.EEnvironment || !strings.Contains(err.Error(), "not among the 3 device(s) CUDA sees") {
+			t.Errorf("err = %v, want an environment error naming the 3 devices", err)
+		}
+		if !strings.Contains(gpuwarden.ErrorHint(err), "CUDA_VISIBLE_DEVICES") {
+			t.Errorf("hint %q does not name CUDA_VISIBLE_DEVICES", gpuwarden.ErrorHint(err))
+		}
+	})
+	t.Run("a malformed uuid", func(t *testing.T) {
+		if _, err := f.d.Ordinal(0, "GPU-nope"); gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+			t.Errorf("err = %v, want invalid", err)
+		}
+	})
+	t.Run("the driver fails the query", func(t *testing.T) {
+		f.failNext("cuDeviceGetUuid_v2", 101)
+		if _, err := f.d.Ordinal(0, nvmlUUIDs[0]); err == nil || !strings.Contains(err.Error(), "cuDeviceGetUuid_v2: CUDA_ERROR_INVALID_DEVICE") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("burn finds it too", func(t *testing.T) {
+		res, err := f.d.Burn(context.Background(), gpuwarden.BurnRequest{Index: 0, UUID: nvmlUUIDs[0], MemFraction: 0.01,
+			Patterns: []string{"zeros"}, SoakSeconds: 0.01, BandwidthRuns: 1, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.lastDev() != 2 || res.Index != 0 {
+			t.Errorf("burn of NVML GPU 0 ran on CUDA ordinal %d, reports index %d", f.lastDev(), res.Index)
+		}
+	})
+}
+
+// FuzzParseUUID: whatever ParseUUID accepts prints back, with NVML's
+// prefix, to a string that parses to the same bytes.
+func FuzzParseUUID(f *testing.F) {
+	for _, s := range []string{"GPU-a0111111-1111-1111-1111-111111111111", "MIG-3e3e0c35-9f1a-5b0e-8e12-0123456789ab", "GPU-", "MIG-GPU-x/1/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseUUID(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseUUID("GPU-" + u.String())
+		if err != nil || back != u {
+			t.Fatalf("%q parsed to %s, which reads back as %s, %v", s, u, back, err)
+		}
+		if !strings.EqualFold(s[4:], u.String()) {
+			t.Fatalf("%q parsed to %s", s, u)
+		}
+	})
 }

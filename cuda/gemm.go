@@ -50,7 +50,21 @@ const (
 	cudaR16BF        = 14 // CUDA_R_16BF
 	gemmWorkspace    = 32 << 20
 	defaultGEMMSecs  = 10.0
+
+	prefMaxWorkspaceBytes = 1  // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, a uint64_t
+	ltStatusNotSupported  = 15 // CUBLAS_STATUS_NOT_SUPPORTED: no heuristic for this configuration
 )
+
+// ltHeuristicResult is cublasLtMatmulHeuristicResult_t from cublasLt.h:
+// { cublasLtMatmulAlgo_t algo (uint64_t data[8]); size_t workspaceSize;
+// cublasStatus_t state; float wavesCount; int reserved[4]; }, 96 bytes.
+type ltHeuristicResult struct {
+	algo          [8]uint64
+	workspaceSize uint64
+	state         int32
+	wavesCount    float32
+	reserved      [4]int32
+}
 
 // GEMMResult is what the bf16 GEMM soak measured. Available is false,
 // with Reason, when no cuBLASLt library was found; that is no error.
@@ -68,6 +82,17 @@ type ltAPI struct {
 	matmul        func(handle, desc uintptr, alpha unsafe.Pointer, a uint64, adesc uintptr, b uint64, bdesc uintptr,
 		beta unsafe.Pointer, c uint64, cdesc uintptr, d uint64, ddesc uintptr, algo unsafe.Pointer,
 		workspace uint64, workspaceBytes uint64, stream uintptr) int32
+	// cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
+	prefCreate func(pref *uintptr) int32
+	// cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
+	prefDestroy func(pref uintptr) int32
+	// cublasLtMatmulPreferenceSetAttribute(pref, cublasLtMatmulPreferenceAttributes_t attr,
+	// const void *buf, size_t sizeInBytes)
+	prefSetAttribute func(pref uintptr, attr int32, buf unsafe.Pointer, size uint64) int32
+	// cublasLtMatmulAlgoGetHeuristic(handle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference,
+	// int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int *returnAlgoCount)
+	algoGetHeuristic func(handle, desc, adesc, bdesc, cdesc, ddesc, pref uintptr, requested int32,
+		results *ltHeuristicResult, returned *int32) int32
 }
 
 func (l *ltAPI) symbols() []symbol {
@@ -79,6 +104,10 @@ func (l *ltAPI) symbols() []symbol {
 		{&l.layoutCreate, []string{"cublasLtMatrixLayoutCreate"}},
 		{&l.layoutDestroy, []string{"cublasLtMatrixLayoutDestroy"}},
 		{&l.matmul, []string{"cublasLtMatmul"}},
+		{&l.prefCreate, []string{"cublasLtMatmulPreferenceCreate"}},
+		{&l.prefDestroy, []string{"cublasLtMatmulPreferenceDestroy"}},
+		{&l.prefSetAttribute, []string{"cublasLtMatmulPreferenceSetAttribute"}},
+		{&l.algoGetHeuristic, []string{"cublasLtMatmulAlgoGetHeuristic"}},
 	}
 }
 
@@ -120,11 +149,13 @@ func ltCheck(call string, rc int32) error {
 //
 // cuBLASLt gives bitwise-identical results for the same algorithm and
 // configuration on one GPU; the soak keeps them fixed: one handle, one
-// matmul descriptor, the same layouts, the same 32 MiB workspace at the
-// same address and the default stream for every call, so the implicit
-// heuristic that a NULL algo asks for picks the same kernel each time.
-// Any differing element is then a fault of the GPU, not of the library.
-func (d *Driver) GEMMSoak(ctx context.Context, index int, seconds float64) (res GEMMResult, err error) {
+// matmul descriptor, the same layouts, one algorithm picked once by
+// cublasLtMatmulAlgoGetHeuristic for the 32 MiB workspace, that workspace
+// at the same address and the default stream for every call. Any
+// differing element is then a fault of the GPU, not of the library.
+//
+// GPU index is NVML's, found in CUDA by uuid (see Driver.Ordinal).
+func (d *Driver) GEMMSoak(ctx context.Context, index int, uuid string, seconds float64) (res GEMMResult, err error) {
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("cuda gemm soak gpu %d: %w", index, err)
@@ -147,7 +178,11 @@ func (d *Driver) GEMMSoak(ctx context.Context, index int, seconds float64) (res 
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	s, err := d.openSession(index)
+	ordinal, err := d.Ordinal(index, uuid)
+	if err != nil {
+		return res, err
+	}
+	s, err := d.openSession(ordinal)
 	if err != nil {
 		return res, err
 	}
@@ -205,15 +240,29 @@ func (d *Driver) GEMMSoak(ctx context.Context, index int, seconds float64) (res 
 		return res, err
 	}
 	defer lt.layoutDestroy(layout)
+	algo, err := lt.pickAlgo(handle, desc, layout, gemmWorkspace)
+	if err != nil {
+		return res, err
+	}
+	var algoPtr unsafe.Pointer
+	if algo.ok {
+		res.Algo, res.WorkspaceBytes = "heuristic", algo.result.workspaceSize
+	} else {
+		res.Algo = "default, no workspace: " + algo.why
+	}
 	alpha, beta := new(float32), new(float32)
 	*alpha = 1
 	var pin runtime.Pinner
 	pin.Pin(alpha)
 	pin.Pin(beta)
+	if algo.ok {
+		pin.Pin(&algo.result)
+		algoPtr = unsafe.Pointer(&algo.result.algo)
+	}
 	defer pin.Unpin()
 	gemm := func(dst uint64) error {
 		return ltCheck("cublasLtMatmul", lt.matmul(handle, desc, unsafe.Pointer(alpha), a, layout, b, layout,
-			unsafe.Pointer(beta), dst, layout, dst, layout, nil, ws, gemmWorkspace, 0))
+			unsafe.Pointer(beta), dst, layout, dst, layout, algoPtr, ws, gemmWorkspace, 0))
 	}
 	// The reference result, untimed: it also absorbs the heuristic's and
 	// the kernel's first-call costs.
@@ -253,6 +302,61 @@ func (d *Driver) GEMMSoak(ctx context.Context, index int, seconds float64) (res 
 		res.TFLOPs = 2 * float64(n) * float64(n) * float64(n) * float64(res.Runs) / gemmSecs / 1e12
 	}
 	return res, ctx.Err()
+}
+
+// pickedAlgo is what the heuristic chose: ok with its result, or why
+// there is none.
+type pickedAlgo struct {
+	ok     bool
+	result ltHeuristicResult
+	why    string
+}
+
+// pickAlgo asks cuBLASLt for the fastest algorithm that fits in
+// workspace bytes. Without this the soak passes a NULL algo, and
+// cublasLtMatmul's implicit heuristic then uses the default preference,
+// "0 - no workspace allowed", which rules out the split-K and stream-K
+// kernels a large GEMM is fastest with. No algorithm (count 0 or
+// CUBLAS_STATUS_NOT_SUPPORTED) is no error: the soak falls back to that
+// default and says so; any other failure is one.
+func (l *ltAPI) pickAlgo(handle, desc, layout uintptr, workspace uint64) (pickedAlgo, error) {
+	var pref uintptr
+	if err := ltCheck("cublasLtMatmulPreferenceCreate", l.prefCreate(&pref)); err != nil {
+		return pickedAlgo{}, err
+	}
+	defer l.prefDestroy(pref)
+	maxWS := new(uint64)
+	*maxWS = workspace
+	rc := l.prefSetAttribute(pref, prefMaxWorkspaceBytes, unsafe.Pointer(maxWS), 8)
+	runtime.KeepAlive(maxWS)
+	if err := ltCheck("cublasLtMatmulPreferenceSetAttribute", rc); err != nil {
+		return pickedAlgo{}, err
+	}
+	results := new(ltHeuristicResult)
+	returned := new(int32)
+	rc = l.algoGetHeuristic(handle, desc, layout, layout, layout, layout, pref, 1, results, returned)
+	runtime.KeepAlive(results)
+	return judgeHeuristic(rc, *returned, *results, workspace)
+}
+
+// judgeHeuristic reads cublasLtMatmulAlgoGetHeuristic's answer: a
+// result is only usable when its state is success and its workspace fits
+// the buffer the soak passes.
+func judgeHeuristic(rc, returned int32, r ltHeuristicResult, workspace uint64) (pickedAlgo, error) {
+	switch {
+	case rc == ltStatusNotSupported:
+		return pickedAlgo{why: "cublasLtMatmulAlgoGetHeuristic: no heuristic for this configuration"}, nil
+	case rc != 0:
+		return pickedAlgo{}, ltCheck("cublasLtMatmulAlgoGetHeuristic", rc)
+	case returned < 1:
+		return pickedAlgo{why: "cublasLtMatmulAlgoGetHeuristic returned no algorithm"}, nil
+	case r.state != 0:
+		return pickedAlgo{why: fmt.Sprintf("the heuristic's algorithm has state cublasStatus %d", r.state)}, nil
+	case r.workspaceSize > workspace:
+		return pickedAlgo{why: fmt.Sprintf("the heuristic's algorithm needs %d bytes of workspace, over the %d given",
+			r.workspaceSize, workspace)}, nil
+	}
+	return pickedAlgo{ok: true, result: r}, nil
 }
 
 // gemmSize is the largest of dim, dim/2, ... (not below minDim) whose four

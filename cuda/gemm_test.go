@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -20,7 +22,14 @@ var (
 	fakeLtLive    func() int32
 	fakeLtCalls   func() int32
 	fakeLtCorrupt func(run int32)
+	// fakeLtHeuristic picks the heuristic's answer: 0 an algo, 1 none,
+	// 2 CUBLAS_STATUS_NOT_SUPPORTED, 3 CUBLAS_STATUS_INTERNAL_ERROR.
+	fakeLtHeuristic func(mode int32)
+	fakeLtAlgoCalls func() int32
 )
+
+// fakeLtAlgoWorkspace is what the stand-in heuristic's algo needs.
+const fakeLtAlgoWorkspace = 4 << 20
 
 // loadFakeLt builds the stand-in cuBLASLt and points GEMMSoak at it with
 // a 64×64 GEMM for the test's duration.
@@ -49,6 +58,8 @@ func loadFakeLt(t *testing.T) {
 		purego.RegisterLibFunc(&fakeLtLive, h, "fake_lt_live")
 		purego.RegisterLibFunc(&fakeLtCalls, h, "fake_lt_calls")
 		purego.RegisterLibFunc(&fakeLtCorrupt, h, "fake_lt_corrupt")
+		purego.RegisterLibFunc(&fakeLtHeuristic, h, "fake_lt_heuristic")
+		purego.RegisterLibFunc(&fakeLtAlgoCalls, h, "fake_lt_algo_calls")
 	})
 	if fakeLtErr != nil {
 		t.Fatal(fakeLtErr)
@@ -78,11 +89,19 @@ func TestFakeGEMMSoak(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			loadFakeLt(t)
 			fakeLtCorrupt(tc.corrupt)
-			res, err := f.d.GEMMSoak(context.Background(), 0, 0.05)
+			res, err := f.d.GEMMSoak(context.Background(), 0, "", 0.05)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%+v", res)
+			// The stand-in offers its 4 MiB algo only when the preference
+			// allows that much workspace, and counts the matmuls that used it.
+			if res.Algo != "heuristic" || res.WorkspaceBytes != fakeLtAlgoWorkspace {
+				t.Errorf("algo %q with %d bytes of workspace, want the heuristic's with %d", res.Algo, res.WorkspaceBytes, fakeLtAlgoWorkspace)
+			}
+			if got := int(fakeLtAlgoCalls()); got != res.Runs+1 {
+				t.Errorf("%d matmuls ran the heuristic's algo, want all %d", got, res.Runs+1)
+			}
 			if !res.Available || res.Dim != 64 || res.Runs < 3 || res.TFLOPs <= 0 {
 				t.Errorf("got %+v, want 64×64, at least 3 runs and a rate", res)
 			}
@@ -96,6 +115,86 @@ func TestFakeGEMMSoak(t *testing.T) {
 	}
 }
 
+// TestFakeGEMMSoakHeuristicFallback: without an algorithm from the
+// heuristic the soak still runs, on cuBLASLt's default, and says why; a
+// heuristic that fails outright is an error.
+func TestFakeGEMMSoakHeuristicFallback(t *testing.T) {
+	f := loadFake(t)
+	for _, tc := range []struct {
+		name     string
+		mode     int32
+		wantAlgo string
+		wantErr  string
+	}{
+		{"no algorithm", 1, "default, no workspace: cublasLtMatmulAlgoGetHeuristic returned no algorithm", ""},
+		{"not supported", 2, "default, no workspace: cublasLtMatmulAlgoGetHeuristic: no heuristic for this configuration", ""},
+		{"internal error", 3, "", "cublasLtMatmulAlgoGetHeuristic: cublasStatus 14"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loadFakeLt(t)
+			fakeLtHeuristic(tc.mode)
+			res, err := f.d.GEMMSoak(context.Background(), 0, "", 0.02)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Algo != tc.wantAlgo || res.WorkspaceBytes != 0 || res.Runs < 1 {
+				t.Errorf("got %+v, want algo %q, no workspace, some runs", res, tc.wantAlgo)
+			}
+			if n := fakeLtAlgoCalls(); n != 0 {
+				t.Errorf("%d matmuls claim the heuristic's algo", n)
+			}
+		})
+	}
+}
+
+func TestJudgeHeuristic(t *testing.T) {
+	ok := ltHeuristicResult{workspaceSize: 1 << 20}
+	for _, tc := range []struct {
+		name          string
+		rc, returned  int32
+		r             ltHeuristicResult
+		wantOK        bool
+		wantWhy, wErr string
+	}{
+		{"fits", 0, 1, ok, true, "", ""},
+		{"exactly the buffer", 0, 1, ltHeuristicResult{workspaceSize: 2 << 20}, true, "", ""},
+		{"over the buffer", 0, 1, ltHeuristicResult{workspaceSize: 2<<20 + 1}, false, "needs 2097153 bytes of workspace, over the 2097152 given", ""},
+		{"bad state", 0, 1, ltHeuristicResult{state: 15}, false, "state cublasStatus 15", ""},
+		{"none", 0, 0, ok, false, "returned no algorithm", ""},
+		{"not supported", 15, 0, ok, false, "no heuristic for this configuration", ""},
+		{"failed", 7, 0, ok, false, "", "cublasStatus 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := judgeHeuristic(tc.rc, tc.returned, tc.r, 2<<20)
+			if tc.wErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wErr)
+				}
+				return
+			}
+			if err != nil || got.ok != tc.wantOK || !strings.Contains(got.why, tc.wantWhy) {
+				t.Errorf("got %+v, %v; want ok %v, why containing %q", got, err, tc.wantOK, tc.wantWhy)
+			}
+		})
+	}
+}
+
+func TestHeuristicResultLayout(t *testing.T) {
+	// cublasLt.h: algo (64) + workspaceSize (8) + state (4) + wavesCount (4) + reserved (16).
+	if got := unsafe.Sizeof(ltHeuristicResult{}); got != 96 {
+		t.Errorf("ltHeuristicResult is %d bytes, cublasLtMatmulHeuristicResult_t is 96", got)
+	}
+	if got := unsafe.Offsetof(ltHeuristicResult{}.workspaceSize); got != 64 {
+		t.Errorf("workspaceSize at offset %d, want 64", got)
+	}
+}
+
 func TestGEMMSoakNoCublasLt(t *testing.T) {
 	names, dirs := cublasLtNames, cublasLtDirs
 	cublasLtNames = []string{"libgpuwarden-no-such-cublaslt.so.99"}
@@ -103,14 +202,14 @@ func TestGEMMSoakNoCublasLt(t *testing.T) {
 	t.Cleanup(func() { cublasLtNames, cublasLtDirs = names, dirs })
 	// The library is looked for before the GPU is touched, so a driver
 	// with nothing bound is enough.
-	res, err := (&Driver{}).GEMMSoak(context.Background(), 0, 1)
+	res, err := (&Driver{}).GEMMSoak(context.Background(), 0, "", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Available || res.Reason == "" || res.Runs != 0 {
 		t.Errorf("got %+v, want unavailable with a reason", res)
 	}
-	if _, err := (&Driver{}).GEMMSoak(context.Background(), 0, -1); err == nil {
+	if _, err := (&Driver{}).GEMMSoak(context.Background(), 0, "", -1); err == nil {
 		t.Error("a negative duration was accepted")
 	}
 }

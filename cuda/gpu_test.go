@@ -51,10 +51,18 @@ func TestGPUDevices(t *testing.T) {
 	}
 	t.Logf("CUDA driver %s", v)
 	for _, dev := range devs {
-		t.Logf("gpu %d: %s, %.1f GiB, %d SMs, compute %s",
-			dev.Index, dev.Name, float64(dev.TotalBytes)/(1<<30), dev.SMs, dev.ComputeCapability)
+		t.Logf("gpu %d: %s %s, %.1f GiB, %d SMs, compute %s",
+			dev.Index, dev.UUID, dev.Name, float64(dev.TotalBytes)/(1<<30), dev.SMs, dev.ComputeCapability)
 		if dev.SMs <= 0 || dev.TotalBytes == 0 || dev.Name == "" {
 			t.Errorf("gpu %d: implausible %+v", dev.Index, dev)
+		}
+		// The UUID must read back in NVML's form (compare with nvidia-smi -L)
+		// and lead back to the same ordinal.
+		if _, err := ParseUUID(dev.UUID); err != nil {
+			t.Errorf("gpu %d: %v", dev.Index, err)
+		}
+		if got, err := d.Ordinal(dev.Index, dev.UUID); err != nil || got != dev.Index {
+			t.Errorf("Ordinal(%s) = %d, %v; want %d", dev.UUID, got, err, dev.Index)
 		}
 	}
 }

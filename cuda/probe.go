@@ -63,7 +63,11 @@ func (d *Driver) Probe(ctx context.Context, req gpuwarden.ProbeRequest) (res gpu
 	defer runtime.UnlockOSThread()
 
 	t := time.Now()
-	s, err := d.openSession(req.Index)
+	ordinal, err := d.Ordinal(req.Index, req.UUID)
+	if err != nil {
+		return res, err
+	}
+	s, err := d.openSession(ordinal)
 	if err != nil {
 		return res, err
 	}

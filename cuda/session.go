@@ -25,7 +25,9 @@ const (
 // CUDA_DEVICE_ORDER (fastest first unless set to PCI_BUS_ID), which can
 // differ from NVML's PCI order on mixed hosts.
 type Device struct {
-	Index      int    `json:"index"`
+	Index int `json:"index"`
+	// UUID is NVML's form of the device's UUID, "GPU-…".
+	UUID       string `json:"uuid"`
 	Name       string `json:"name"`
 	TotalBytes uint64 `json:"total_bytes"`
 	SMs        int    `json:"sms"`
@@ -56,6 +58,10 @@ func (d *Driver) Devices() ([]Device, error) {
 		if j := bytes.IndexByte(name, 0); j >= 0 {
 			name = name[:j]
 		}
+		var uuid UUID
+		if err := d.check("cuDeviceGetUuid_v2", d.api.cuDeviceGetUuid(&uuid, dev)); err != nil {
+			return nil, err
+		}
 		var total uint64
 		if err := d.check("cuDeviceTotalMem_v2", d.api.cuDeviceTotalMem(&total, dev)); err != nil {
 			return nil, err
@@ -74,6 +80,7 @@ func (d *Driver) Devices() ([]Device, error) {
 		}
 		devs = append(devs, Device{
 			Index:             i,
+			UUID:              "GPU-" + uuid.String(),
 			Name:              string(name),
 			TotalBytes:        total,
 			SMs:               sms,

@@ -6,3 +6,4 @@ cd "$(dirname "$0")/.."
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version)"
 go test ./plan -run '^$' -bench BenchmarkRank100k -benchmem -count 5
 go test ./catalog -run '^$' -bench BenchmarkImportSkyPilot50k -benchmem -count 5
+go test ./kubelet -run '^$' -bench BenchmarkAttribution -benchmem -count 5

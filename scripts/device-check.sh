@@ -9,7 +9,7 @@ t() { local s e; s=$(date +%s.%N); "$@" >/tmp/gw.out 2>&1; local rc=$?; e=$(date
 
 echo "== host"
 date -u; uname -r; nproc
-nvidia-smi --query-gpu=index,name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
+nvidia-smi --query-gpu=index,uuid,name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
 
 echo "== nvml gpu suite"

@@ -43,7 +43,12 @@ minute, the default about five, --duration D soaks longer. The report goes
 to the ledger under this node's ID (host name + GPU UUIDs and serials), where
 ` + "`gpuwarden nodes`" + ` keeps the scorecard.
 
-The GPU work runs in a child process per GPU, killed at --timeout.
+The GPU work runs in a child process per GPU, killed at --timeout. Each GPU
+NVML lists is burnt in, found in CUDA by its UUID: an inherited
+CUDA_VISIBLE_DEVICES is ignored (and said so in the log). On a GPU in MIG mode
+CUDA sees only the MIG instances: its memory, bandwidth, soak, PCIe and
+throttle checks, which need the whole device, are SKIP ("skipped: MIG
+enabled"), not PASS; its health counters are still read and judged.
 
 ` + exitCodes("0  PASS", "1  WARN or FAIL (--fail-on fail lets WARN pass)", "2  bad input or usage", "3  no driver or no GPU",
 			"4  internal error, or a GPU check that hung past --timeout"),
@@ -161,7 +166,7 @@ func (a *app) burninProgress() func(phase string, done, total float64) {
 func (a *app) burnGPU(ctx context.Context, req gpuwarden.BurnRequest) (gpuwarden.BurnResult, error) {
 	reqJSON, _ := json.Marshal(req)
 	var r gpuwarden.BurnResult
-	err := runGPUChild(ctx, req.Index, "the burn-in", "", []string{"__burn", "--request", string(reqJSON)}, &r)
+	err := a.runGPUChild(ctx, req.Index, "the burn-in", "", []string{"__burn", "--request", string(reqJSON)}, &r)
 	return r, err
 }
 
@@ -189,7 +194,7 @@ func (a *app) burnCommand() *cobra.Command {
 			// The bf16 GEMM soak runs when libcublasLt is on the box, for
 			// half the FP32 soak's time; its absence is not a fault.
 			if req.SoakSeconds > 0 {
-				g, err := d.GEMMSoak(context.Background(), req.Index, req.SoakSeconds/2)
+				g, err := d.GEMMSoak(context.Background(), req.Index, req.UUID, req.SoakSeconds/2)
 				if err != nil {
 					return err
 				}

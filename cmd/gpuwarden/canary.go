@@ -158,6 +158,10 @@ fill/verify kernel finds every word right, host↔device copies and a short
 device bandwidth run match the model, and the stack matches gpuwarden.lock
 field by field (old → new for every drift). The CUDA work runs in a child
 process that is killed at --timeout, so a hung driver is reported, not waited on.
+Each GPU NVML lists is probed, found in CUDA by its UUID: an inherited
+CUDA_VISIBLE_DEVICES is ignored for the probe (and said so in the log). A GPU
+in MIG mode is not probed (CUDA sees only its MIG instances): its cuda check
+is a skip and the verdict partial.
 
 A missing lock (--lock, default ./gpuwarden.lock) is a finding, so that a
 mistyped path or a CI job that never made a lock does not pass: create one
@@ -335,12 +339,17 @@ func (a *app) checkGPUs(ctx context.Context, f *stackFlags, gpus gpuwarden.GPUs,
 	var wg sync.WaitGroup
 	seed := uint64(time.Now().UnixNano()) | 1
 	for i, g := range r.GPUs {
+		if g.MIG {
+			// CUDA sees only the MIG instances, and the probe finds the GPU by its own UUID.
+			results[i] = probeOutcome{skip: "skipped: MIG enabled: CUDA sees only the MIG instances; the live probe needs the whole device"}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := gpuwarden.ProbeRequest{Index: g.Index, AllocBytes: min(alloc, g.VRAMBytes*9/10), Seed: seed + uint64(i)}
+			req := gpuwarden.ProbeRequest{Index: g.Index, UUID: g.UUID, AllocBytes: min(alloc, g.VRAMBytes*9/10), Seed: seed + uint64(i)}
 			res, err := a.probeGPU(ctx, f.gpu.simulate, req)
-			results[i] = probeOutcome{req, res, err}
+			results[i] = probeOutcome{req: req, res: res, err: err}
 		}()
 	}
 	wg.Wait()
@@ -350,9 +359,10 @@ func (a *app) checkGPUs(ctx context.Context, f *stackFlags, gpus gpuwarden.GPUs,
 }
 
 type probeOutcome struct {
-	req gpuwarden.ProbeRequest
-	res gpuwarden.ProbeResult
-	err error
+	req  gpuwarden.ProbeRequest
+	res  gpuwarden.ProbeResult
+	err  error
+	skip string
 }
 
 func describeHealth(h gpuwarden.Health) string {
@@ -391,6 +401,12 @@ func pcieTheoreticalGBs(gen, width int) float64 {
 }
 
 func (r *canaryReport) probeChecks(g gpuwarden.GPU, o probeOutcome) {
+	if o.skip != "" {
+		// Not proven is not OK: the verdict becomes partial.
+		r.add("cuda", g.Index, statusSkip, "%s", o.skip)
+		r.gpuSkipped = true
+		return
+	}
 	if o.err != nil {
 		r.add("cuda", g.Index, statusFail, "%v", o.err)
 		return

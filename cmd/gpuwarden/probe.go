@@ -44,7 +44,8 @@ func (a *app) probeCommand() *cobra.Command {
 			return writeJSON(a.stdout, "", r)
 		},
 	}
-	c.Flags().IntVar(&req.Index, "index", 0, "GPU index")
+	c.Flags().IntVar(&req.Index, "index", 0, "GPU index (NVML's)")
+	c.Flags().StringVar(&req.UUID, "uuid", "", "NVML UUID of the GPU; CUDA finds the device by it")
 	c.Flags().Uint64Var(&req.AllocBytes, "alloc-bytes", 1<<30, "bytes to allocate and verify")
 	c.Flags().Uint64Var(&req.Seed, "seed", 1, "fill pattern seed")
 	c.Flags().Uint64Var(&req.VerifySeed, "verify-seed", 0, "verify against another seed (a planted fault)")

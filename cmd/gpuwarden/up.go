@@ -19,6 +19,7 @@ import (
 	"github.com/gpuwarden/gpuwarden/agent"
 	"github.com/gpuwarden/gpuwarden/config"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/kubelet"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preempt"
@@ -49,6 +50,7 @@ type upFlags struct {
 	cloud                     cloudFlags
 	cats                      catalogFlags
 	fleet                     fleetUpFlags
+	kubeletSocket             string
 }
 
 func (a *app) upCommand() *cobra.Command {
@@ -75,6 +77,8 @@ ledger, and applies the policies:
   diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
 
 It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
+On Kubernetes each GPU in the status names the pods holding it, read from the
+kubelet's pod-resources socket (--kubelet-socket).
 With --server it also reports to a fleet server (gpuwarden server): it
 registers the box with its --label values, sends a heartbeat every
 --heartbeat and ships its events and minutes from the local ledger, which is
@@ -125,6 +129,8 @@ NVIDIA driver it runs on the CPU path and says so.
 	f.cloud.register(c, "cloud metadata to poll for notices")
 	f.cats.register(c)
 	f.fleet.register(c)
+	fl.StringVar(&f.kubeletSocket, "kubelet-socket", kubelet.DefaultSocket,
+		"`PATH` of the kubelet's pod-resources socket: label each GPU with the pods holding it (no socket: no labels; empty: do not ask)")
 	return c
 }
 
@@ -223,6 +229,11 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	ag.Socket = sock
 	go sock.Serve(ctx)
 	go a.watchNotices(ctx, f, ag, log)
+	if f.kubeletSocket != "" {
+		go ag.WatchPods(ctx, func(ctx context.Context) (map[string][]gpuwarden.PodRef, error) {
+			return kubelet.Attribution(ctx, f.kubeletSocket)
+		}, kubelet.ErrNoSocket, 10*time.Second)
+	}
 
 	if f.listen != "" {
 		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)

@@ -33,7 +33,11 @@ enum {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static __thread uintptr_t current;
-static int live, devices = 1, launches;
+static int live, devices = 1, launches, last_device = -1;
+// uuids[ordinal] is what cuDeviceGetUuid_v2 reports: by default byte 0 is
+// 0xA0 + ordinal and the rest 0x11, unless fake_set_uuid sets one.
+#define MAXDEV 8
+static unsigned char uuids[MAXDEV][16];
 static unsigned last_grid;
 static char fail_name[64];
 static CUresult fail_code;
@@ -90,6 +94,11 @@ static int inside(uint64_t p, uint64_t n) {
 void fake_reset(void) {
 	pthread_mutex_lock(&mu);
 	devices = 1;
+	last_device = -1;
+	for (int i = 0; i < MAXDEV; i++) {
+		memset(uuids[i], 0x11, 16);
+		uuids[i][0] = 0xA0 + i;
+	}
 	fail_name[0] = 0;
 	flip_word = -1;
 	launches = 0;
@@ -99,7 +108,12 @@ void fake_reset(void) {
 int fake_live(void) { return live; }
 int fake_launches(void) { return launches; }
 unsigned fake_last_grid(void) { return last_grid; }
-void fake_set_devices(int n) { devices = n; }
+void fake_set_devices(int n) { devices = n < MAXDEV ? n : MAXDEV; }
+void fake_set_uuid(int dev, const unsigned char *u) {
+	if (dev >= 0 && dev < MAXDEV) memcpy(uuids[dev], u, 16);
+}
+// fake_last_device is the ordinal whose primary context was retained last.
+int fake_last_device(void) { return last_device; }
 void fake_flip(int64_t word) { flip_word = word; }
 // fake_alloc_limit makes allocations past limit live bytes fail with
 // OUT_OF_MEMORY while cuMemGetInfo still reports 512 MiB free, like a GPU
@@ -152,6 +166,13 @@ CUresult cuDeviceGetName(char *name, int n, int dev) {
 	return OK;
 }
 CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { *bytes = 1ull << 30; return OK; }
+// CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev); CUuuid is char bytes[16].
+CUresult cuDeviceGetUuid_v2(unsigned char *uuid, int dev) {
+	ENTER("cuDeviceGetUuid_v2");
+	if (dev < 0 || dev >= devices) return INVALID_DEVICE;
+	memcpy(uuid, uuids[dev], 16);
+	return OK;
+}
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
 	ENTER("cuDeviceGetAttribute");
 	switch (attr) {
@@ -165,6 +186,9 @@ CUresult cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) {
 	ENTER("cuDevicePrimaryCtxRetain");
 	if (dev < 0 || dev >= devices) return INVALID_DEVICE;
 	*ctx = 0xC0DE0 + (uintptr_t)dev;
+	pthread_mutex_lock(&mu);
+	last_device = dev;
+	pthread_mutex_unlock(&mu);
 	count(1);
 	return OK;
 }
