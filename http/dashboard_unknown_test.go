@@ -1,0 +1,33 @@
+package http
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// TestDashboardShowsUnknown: a field the driver did not give reads
+// "unknown" with why, MIG instances get their rows, and what the agent
+// cannot see is a warning at the top; the old page showed 0 %.
+func TestDashboardShowsUnknown(t *testing.T) {
+	st := fixtureStatus()
+	g := &st.Last.GPUs[0]
+	g.UtilPercent, g.Processes = 0, nil
+	g.SetUnknown(gpuwarden.FieldUtil, gpuwarden.UnknownMIG)
+	g.SetUnknown(gpuwarden.FieldProcesses, gpuwarden.UnknownNoPermission)
+	inst := gpuwarden.MIGSample{MIGInstance: gpuwarden.MIGInstance{Index: 1, UUID: "MIG-1", Profile: "3g.71gb", MemTotalBytes: 71 << 30},
+		MemUsedBytes: 20 << 30, Processes: []gpuwarden.GPUProcess{{PID: 4711, Name: "trainer"}}}
+	inst.SetUnknown(gpuwarden.FieldUtil, gpuwarden.UnknownNotSupported)
+	g.MIG = []gpuwarden.MIGSample{inst}
+	st.Warnings = []string{"Xid source unavailable: no Xid would be seen (kmsg unavailable)"}
+	_, base := startServer(t, newFakeAgent(st))
+	_, body := get(t, "GET", base+"/")
+	page := string(body)
+	for _, want := range []string{"unknown (not supported under MIG)", "unknown (no permission)", "MIG 3g.71gb", "0/1",
+		"trainer (pid 4711", "unknown (not supported)", "What the agent cannot see", "Xid source unavailable: no Xid would be seen"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+}
