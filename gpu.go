@@ -121,6 +121,8 @@ const (
 	UnknownTimeout = "timeout"
 	// UnknownError: the driver answered with an error.
 	UnknownError = "error"
+	// UnknownPending: a rate that needs two samples (GPM) has had one.
+	UnknownPending = "pending"
 )
 
 // UnknownText says a reason in words, for tables and alerts.
@@ -136,6 +138,8 @@ func UnknownText(reason string) string {
 		return "driver timed out"
 	case UnknownError:
 		return "driver error"
+	case UnknownPending:
+		return "needs a second sample"
 	}
 	return reason
 }

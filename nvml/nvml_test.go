@@ -108,6 +108,9 @@ func newFake() *fakeNVML {
 				return nil
 			}}
 		},
+		// No event set unless a test gives one: Health then says the NVML
+		// Xid source is not live.
+		EventSetCreateFunc:             func() (gonvml.EventSet, gonvml.Return) { return nil, gonvml.ERROR_NOT_SUPPORTED },
 		SystemGetDriverVersionFunc:     func() (string, gonvml.Return) { return "580.159.04", ok },
 		SystemGetCudaDriverVersionFunc: func() (int, gonvml.Return) { return 13000, ok },
 		SystemGetNVMLVersionFunc:       func() (string, gonvml.Return) { return "13.580.159.04", ok },
@@ -220,11 +223,18 @@ func TestList(t *testing.T) {
 			g.Serial, g.ECC, g.PowerLimitWatts, g.PCIeGen = "", false, 0, 0
 			return g
 		}},
-		{name: "mig enabled", setup: func(f *fakeNVML) {
+		{name: "mig enabled, no instances yet", setup: func(f *fakeNVML) {
 			f.dev.GetMigModeFunc = func() (int, int, gonvml.Return) {
 				return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
 			}
+			f.dev.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 7, gonvml.SUCCESS }
+			f.dev.GetMigDeviceHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, gonvml.ERROR_NOT_FOUND }
 		}, want: func() gpuwarden.GPU { g := wantH200(); g.MIG = true; return g }},
+		{name: "mig layout", setup: setupMIG, want: func() gpuwarden.GPU {
+			g := wantH200()
+			g.MIG, g.MIGInstances = true, []gpuwarden.MIGInstance{migInstance(0), migInstance(2)}
+			return g
+		}},
 		{name: "missing mig symbol is not called", setup: func(f *fakeNVML) {
 			f.missing["nvmlDeviceGetMigMode"] = true
 			f.dev.GetMigModeFunc = nil // the mock panics if it is called
@@ -308,15 +318,32 @@ func TestSample(t *testing.T) {
 				"display_clock_setting", "unknown_0x1000"}
 			return t
 		}},
-		{name: "not supported fields stay zero", setup: func(f *fakeNVML) {
+		// The old reader left these at zero with nothing to say so: a
+		// card without a process list read as one running nothing.
+		{name: "not supported fields are unknown", setup: func(f *fakeNVML) {
 			f.dev.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 			f.dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
-				return nil, gonvml.ERROR_NOT_SUPPORTED
+				return nil, gonvml.ERROR_NO_PERMISSION
 			}
 			f.dev.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 		}, want: func() gpuwarden.Telemetry {
 			t := busy()
 			t.PowerWatts, t.Processes, t.ThrottleReasons = 0, nil, nil
+			t.Unknown = map[string]string{"power_w": "not-supported", "processes": "no-permission", "throttle_reasons": "not-supported"}
+			return t
+		}},
+		// nvml.h: utilization is not supported on a GPU in MIG mode, and the
+		// device's process list needs privileges; the instances have theirs.
+		{name: "mig", setup: setupMIG, want: func() gpuwarden.Telemetry {
+			t := busy()
+			t.UtilPercent, t.MemUtilPercent, t.Processes = 0, 0, nil
+			t.Unknown = map[string]string{"util_percent": "mig", "mem_util_percent": "mig", "processes": "no-permission"}
+			t.MIG = []gpuwarden.MIGSample{
+				{MIGInstance: migInstance(0), MemUsedBytes: 30 * gib,
+					Processes: []gpuwarden.GPUProcess{{PID: 4242, Name: "python3", UsedBytes: 29 * gib}},
+					Unknown:   map[string]string{"util_percent": "not-supported"}},
+				{MIGInstance: migInstance(2), MemUsedBytes: 15 << 20, Unknown: map[string]string{"util_percent": "not-supported"}},
+			}
 			return t
 		}},
 		{name: "old driver falls back to throttle reasons", setup: func(f *fakeNVML) {
@@ -384,15 +411,23 @@ func TestHealth(t *testing.T) {
 	}
 	const noKmsg = "testdata/no-such-kmsg"
 	tests := []struct {
-		name      string
-		setup     func(*fakeNVML)
-		kmsg      string // the kernel log; the H200 fixture when empty
-		want      gpuwarden.Health
+		name  string
+		setup func(*fakeNVML)
+		kmsg  string // the kernel log; the H200 fixture when empty
+		want  gpuwarden.Health
+		// sources is what DescribeXIDSources says, when the test cares.
+		sources   string
 		err       string
 		notCalled func(*fakeNVML) int
 	}{
-		{name: "h200 with xids in the kernel log", want: gpuwarden.Health{XIDs: logXIDs}},
-		{name: "unreadable kernel log", kmsg: noKmsg, want: gpuwarden.Health{}},
+		{name: "h200 with xids in the kernel log", want: gpuwarden.Health{XIDs: logXIDs},
+			sources: "kmsg live, nvml-events unavailable (nvmlEventSetCreate: ERROR_NOT_SUPPORTED)"},
+		// The old reader returned no Xids and nothing else here: the same
+		// answer as a clean card.
+		{name: "unreadable kernel log", kmsg: noKmsg, want: gpuwarden.Health{},
+			sources: "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory), nvml-events unavailable (nvmlEventSetCreate: ERROR_NOT_SUPPORTED)"},
+		{name: "mig: row remapping unknown", kmsg: noKmsg, setup: setupMIG,
+			want: gpuwarden.Health{Unknown: map[string]string{"remap_pending": "mig", "remap_failed": "mig"}}},
 		{name: "ecc errors and a pending remap", kmsg: noKmsg, setup: func(f *fakeNVML) {
 			f.dev.GetTotalEccErrorsFunc = func(_ gonvml.MemoryErrorType, c gonvml.EccCounterType) (uint64, gonvml.Return) {
 				if c == gonvml.VOLATILE_ECC {
@@ -415,7 +450,7 @@ func TestHealth(t *testing.T) {
 			f.dev.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) {
 				return 0, gonvml.ERROR_NOT_SUPPORTED
 			}
-		}, want: gpuwarden.Health{}},
+		}, want: gpuwarden.Health{Unknown: map[string]string{"ecc_volatile_uncorrected": "not-supported", "ecc_aggregate_uncorrected": "not-supported"}}},
 		{name: "pre-ampere retires pages", kmsg: noKmsg, setup: func(f *fakeNVML) {
 			noRemap(f)
 			f.dev.GetRetiredPagesFunc = func(c gonvml.PageRetirementCause) ([]uint64, gonvml.Return) {
@@ -455,6 +490,10 @@ func TestHealth(t *testing.T) {
 			if err != nil {
 				return
 			}
+			if s := gpuwarden.DescribeXIDSources(got.XIDSources); tt.sources != "" && s != tt.sources {
+				t.Errorf("xid sources %q, want %q", s, tt.sources)
+			}
+			got.XIDSources = nil
 			if !equalHealth(got, tt.want) {
 				t.Errorf("Health() =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -692,4 +731,41 @@ func BenchmarkSampleOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// setupMIG puts the fake H200 in MIG mode with two 3g.71gb instances in
+// slots 0 and 2 (slot 1 empty): utilization not supported, the device's
+// process list refused, GPM not supported.
+func setupMIG(f *fakeNVML) {
+	ok := gonvml.SUCCESS
+	f.dev.GetMigModeFunc = func() (int, int, gonvml.Return) { return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, ok }
+	f.dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) { return nil, gonvml.ERROR_NO_PERMISSION }
+	f.dev.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) { return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 3, ok }
+	used := map[int]uint64{0: 30 * gib, 2: 15 << 20}
+	procs := map[int][]gonvml.ProcessInfo{0: {{Pid: 4242, UsedGpuMemory: 29 * gib}}}
+	f.dev.GetMigDeviceHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+		if i == 1 {
+			return nil, gonvml.ERROR_NOT_FOUND
+		}
+		m := migInstance(i)
+		return &mock.Device{
+			GetUUIDFunc:              func() (string, gonvml.Return) { return m.UUID, ok },
+			GetNameFunc:              func() (string, gonvml.Return) { return "NVIDIA H200 MIG " + m.Profile, ok },
+			GetGpuInstanceIdFunc:     func() (int, gonvml.Return) { return m.GPUInstanceID, ok },
+			GetComputeInstanceIdFunc: func() (int, gonvml.Return) { return m.ComputeInstanceID, ok },
+			GetMemoryInfoFunc: func() (gonvml.Memory, gonvml.Return) {
+				return gonvml.Memory{Total: m.MemTotalBytes, Used: used[i]}, ok
+			},
+			GetComputeRunningProcessesFunc: func() ([]gonvml.ProcessInfo, gonvml.Return) { return procs[i], ok },
+		}, ok
+	}
+}
+
+// migInstance is the fake's MIG device in slot i.
+func migInstance(i int) gpuwarden.MIGInstance {
+	return gpuwarden.MIGInstance{Index: i, UUID: fmt.Sprintf("MIG-6f1c2c1e-0000-4000-8000-00000000000%d", i),
+		GPUInstanceID: 1 + i, ComputeInstanceID: 0, Profile: "3g.71gb", MemTotalBytes: 71 * gib}
 }
