@@ -141,3 +141,25 @@ func TestUpTelemetryLost(t *testing.T) {
 		t.Errorf("webhook got %v: want one telemetry-lost and one telemetry-restored", kinds)
 	}
 }
+
+// TestCanaryMIGLayoutAndXIDSources: a lock made on one MIG layout finds a
+// box with another as drift, and a canary that cannot read an Xid source
+// says so instead of "no Xid errors".
+func TestCanaryMIGLayoutAndXIDSources(t *testing.T) {
+	dir := t.TempDir()
+	if r := gw(t, dir, "lock", "--simulate", "1xH100,mig=2", "--no-frameworks"); r.code != 0 {
+		t.Fatalf("lock: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := gw(t, dir, "canary", "--simulate", "1xH100,mig=3", "--no-frameworks")
+	if r.code != 1 || !strings.Contains(r.stdout, "gpu.mig_layout  GI 1/CI 0 3g.40gb; GI 2/CI 0 3g.40gb → GI 1/CI 0 2g.27gb") {
+		t.Errorf("canary on another MIG layout: exit %d, want 1 with gpu.mig_layout drift\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := gw(t, dir, "canary", "--simulate", "1xH100,mig=2", "--no-frameworks"); r.code != 0 {
+		t.Errorf("canary on the locked layout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = gw(t, dir, "canary", "--simulate", "1xH100,fault=no-kmsg", "--no-frameworks", "--no-lock", "-o", "json")
+	if !strings.Contains(r.stdout, `"status": "warn"`) && !strings.Contains(r.stdout, `"status":"warn"`) ||
+		!strings.Contains(r.stdout, "Xid source unavailable: kmsg unavailable") {
+		t.Errorf("canary without kmsg does not warn about the Xid source:\n%s", r.stdout)
+	}
+}
