@@ -259,3 +259,29 @@ func TestProbe(t *testing.T) {
 		t.Error("hang fault returned no error")
 	}
 }
+
+// FuzzParseSpec: any text either parses into a spec the simulation can
+// build, or is an invalid-input error; it never panics.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"2xH100", "1xH100,load=80,mig=2", "1xH100,fault=nvml-hang:5s,fault=no-kmsg", "nodriver",
+		"2xA100-80GB,fault=ecc@1,fault=xid:48@0", "1xH100,mig=0", "1xH100,fault=nvml-hang:-1s", "x,,=", "1xH100,fault=xid:@"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := ParseSpec(s)
+		if err != nil {
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				t.Fatalf("ParseSpec(%q) = %v, not an invalid-input error", s, err)
+			}
+			return
+		}
+		if spec.Count < 1 || spec.MIG < 0 || spec.MIG > maxMIG {
+			t.Fatalf("ParseSpec(%q) = %+v out of range", s, spec)
+		}
+		for _, f := range spec.Faults {
+			if f.For < 0 || f.GPU >= spec.Count {
+				t.Fatalf("ParseSpec(%q) fault %+v out of range", s, f)
+			}
+		}
+	})
+}

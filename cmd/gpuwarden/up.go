@@ -71,6 +71,13 @@ ledger, and applies the policies:
             relay preemption and maintenance notices to supervised jobs on the
             agent's socket (DATA_DIR/agent.sock)
   diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
+  blind     a GPU field the driver does not give (utilization under MIG, a
+            process list without privileges, a call that timed out) is unknown,
+            never 0, and no policy counts it as idle: a MIG GPU is idle only
+            when every instance has no process and no memory in use. Three
+            failed samples in a row raise telemetry-lost once, suspend the
+            idle and budget stops, and an all-clear follows once samples work;
+            an Xid source that cannot be read (kmsg, NVML events) is a warning
 
 It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
 With --server it also reports to a fleet server (gpuwarden server): it
@@ -84,6 +91,7 @@ NVIDIA driver it runs on the CPU path and says so.
 ` + exitCodes("0  stopped cleanly (SIGTERM, Ctrl-C)", "2  bad input or usage: the plan file, a flag, a token file, a busy --listen",
 			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
+  gpuwarden up --simulate 1xH100,load=80,mig=2 --idle-window 3s --dry-run --data-dir ./demo
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
   sudo gpuwarden up /etc/gpuwarden/gpuwarden.yaml --data-dir /var/lib/gpuwarden
   gpuwarden up --server https://fleet:8080 --token-file /etc/gpuwarden/agent.token \
@@ -99,7 +107,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl := c.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the ledger and the socket live")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "`ADDR` of the dashboard, /api/v1 and /metrics (empty: none)")
-	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100 or 1xH100,load=80")
+	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100, 1xH100,load=80,mig=2 or 1xH100,fault=nvml-hang:10s")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time between samples")
 	fl.DurationVar(&f.idleWindow, "idle-window", 0, "stop after the box is idle this long (default: the plan's auto_shutdown_idle_minutes, else 30m)")
 	fl.DurationVar(&f.warnBefore, "warn-before", 5*time.Minute, "warn this long before the stop (at most a third of the window)")
