@@ -464,14 +464,15 @@ func (g *GPUs) Health(ctx context.Context, index int) (gpuwarden.Health, error) 
 	if err != nil {
 		return gpuwarden.Health{}, err
 	}
-	g.startEvents(ctx)
 	kmsgSource := gpuwarden.XIDSource{Name: gpuwarden.XIDSourceKmsg, Reason: "the GPU's bus id is unknown"}
 	if r.bus != "" {
 		r.health.XIDs, kmsgSource = g.xids(r.bus, index)
 	}
-	events, eventSource := g.events.forGPU(index)
-	r.health.XIDs = mergeXIDs(r.health.XIDs, events)
-	r.health.XIDSources = []gpuwarden.XIDSource{kmsgSource, eventSource}
+	r.health.XIDSources = []gpuwarden.XIDSource{kmsgSource}
+	if events, eventSource, watched := g.events.forGPU(index); watched {
+		r.health.XIDs = mergeXIDs(r.health.XIDs, events)
+		r.health.XIDSources = append(r.health.XIDSources, eventSource)
+	}
 	return r.health, nil
 }
 

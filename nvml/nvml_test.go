@@ -415,16 +415,20 @@ func TestHealth(t *testing.T) {
 		setup func(*fakeNVML)
 		kmsg  string // the kernel log; the H200 fixture when empty
 		want  gpuwarden.Health
-		// sources is what DescribeXIDSources says, when the test cares.
+		// sources is what DescribeXIDSources says, when the test cares;
+		// watch starts the NVML event watch first.
 		sources   string
+		watch     bool
 		err       string
 		notCalled func(*fakeNVML) int
 	}{
 		{name: "h200 with xids in the kernel log", want: gpuwarden.Health{XIDs: logXIDs},
-			sources: "kmsg live, nvml-events unavailable (nvmlEventSetCreate: ERROR_NOT_SUPPORTED)"},
+			sources: "kmsg live"},
 		// The old reader returned no Xids and nothing else here: the same
 		// answer as a clean card.
 		{name: "unreadable kernel log", kmsg: noKmsg, want: gpuwarden.Health{},
+			sources: "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory)"},
+		{name: "unreadable kernel log, no event set", kmsg: noKmsg, watch: true, want: gpuwarden.Health{},
 			sources: "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory), nvml-events unavailable (nvmlEventSetCreate: ERROR_NOT_SUPPORTED)"},
 		{name: "mig: row remapping unknown", kmsg: noKmsg, setup: setupMIG,
 			want: gpuwarden.Health{Unknown: map[string]string{"remap_pending": "mig", "remap_failed": "mig"}}},
@@ -479,6 +483,9 @@ func TestHealth(t *testing.T) {
 			g := f.open(t)
 			if tt.kmsg != "" {
 				g.kmsgPath = tt.kmsg
+			}
+			if tt.watch {
+				g.WatchXIDEvents(context.Background())
 			}
 			got, err := g.Health(context.Background(), 0)
 			checkErr(t, err, tt.err, "")

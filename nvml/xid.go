@@ -321,11 +321,15 @@ type eventWatch struct {
 	ready   chan struct{} // closed once registration is over, either way
 }
 
-// startEvents starts the watch once, on the first Health call (only
-// callers that read health need it), and waits for the registration as
-// long as ctx allows, so that the first Health already says whether the
-// source is live; a registration stuck in the driver leaves it "starting".
-func (g *GPUs) startEvents(ctx context.Context) {
+// WatchXIDEvents registers every GPU for NVML's Xid critical-error events
+// and follows them on a goroutine until Close; Health then reports them
+// beside the kernel log's, and the event set as a source. It is for long
+// runs (the agent): a one-shot reader such as the canary would only catch
+// the Xids of its own half second and would pay the bounded wait in Close.
+// It waits for the registration as long as ctx allows, so that the next
+// Health already says whether the source is live; a registration stuck in
+// the driver leaves it "starting".
+func (g *GPUs) WatchXIDEvents(ctx context.Context) {
 	w := &g.events
 	w.mu.Lock()
 	if w.started || g.closed.Load() {
@@ -446,11 +450,14 @@ func (g *GPUs) watchEvents(stop, done, ready chan struct{}) {
 	}
 }
 
-// xids returns the events of one GPU (and those NVML could not place) and
-// the source's state.
-func (w *eventWatch) forGPU(index int) ([]gpuwarden.XIDEvent, gpuwarden.XIDSource) {
+// forGPU returns the events of one GPU (and those NVML could not place)
+// and the source's state; ok is false when nobody asked for the watch.
+func (w *eventWatch) forGPU(index int) ([]gpuwarden.XIDEvent, gpuwarden.XIDSource, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.started {
+		return nil, gpuwarden.XIDSource{}, false
+	}
 	src := gpuwarden.XIDSource{Name: gpuwarden.XIDSourceNVMLEvents, Live: w.live, Reason: w.reason}
 	var out []gpuwarden.XIDEvent
 	for _, x := range w.xids {
@@ -459,7 +466,7 @@ func (w *eventWatch) forGPU(index int) ([]gpuwarden.XIDEvent, gpuwarden.XIDSourc
 			out = append(out, x)
 		}
 	}
-	return out, src
+	return out, src, true
 }
 
 // sameXIDWindow is how far apart the kernel log's and NVML's times of one

@@ -343,6 +343,7 @@ func TestXIDEvents(t *testing.T) {
 	g := f.open(t)
 	g.eventWait = 20 * time.Millisecond
 	g.kmsgPath = "testdata/no-such-kmsg"
+	g.WatchXIDEvents(context.Background())
 	var h gpuwarden.Health
 	for deadline := time.Now().Add(5 * time.Second); len(h.XIDs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		var err error

@@ -18,6 +18,7 @@ import (
 	"github.com/gpuwarden/gpuwarden/config"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
 	"github.com/gpuwarden/gpuwarden/notify"
+	"github.com/gpuwarden/gpuwarden/nvml"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preempt"
 	"github.com/gpuwarden/gpuwarden/procfs"
@@ -184,6 +185,13 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	switch {
 	case err == nil:
 		defer gpus.Close()
+		// The agent runs for months: it follows NVML's Xid events beside
+		// the kernel log, so that Xids are seen where /dev/kmsg is not.
+		if n, ok := gpus.(*nvml.GPUs); ok {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			n.WatchXIDEvents(wctx)
+			cancel()
+		}
 	case gpuwarden.ErrorCodeOf(err) == gpuwarden.EEnvironment:
 		log.Warn("no NVIDIA driver: running on the CPU path (host sampling, budget, notices)", "err", err)
 		gpus = nil
