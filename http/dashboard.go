@@ -84,7 +84,9 @@ type dashboardView struct {
 	Charts                             []chart
 	HistoryError                       string
 	// Warnings are what the agent cannot see: telemetry lost, no Xid source.
-	Warnings            []string
+	Warnings []string
+	// GPUsUnknown: the driver has not answered yet, so "no GPUs" would be a guess.
+	GPUsUnknown         bool
 	StyleURL, ScriptURL string
 	Refresh             int
 }
@@ -262,6 +264,7 @@ func buildView(st gpuwarden.AgentStatus, now time.Time, samples []gpuwarden.Node
 	}
 	v.Charts = buildCharts(st, samples, now)
 	v.Warnings = st.Warnings
+	v.GPUsUnknown = !st.CPUOnly && len(st.GPUs) == 0 && st.Telemetry.Failures > 0
 	return v
 }
 

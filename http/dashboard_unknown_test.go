@@ -31,3 +31,17 @@ func TestDashboardShowsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardGPUsUnknown: while the driver has not answered, the page
+// says the GPUs are unknown rather than that the node has none.
+func TestDashboardGPUsUnknown(t *testing.T) {
+	st := fixtureStatus()
+	st.GPUs, st.Last.GPUs = nil, nil
+	st.Telemetry = gpuwarden.TelemetryState{Lost: true, Failures: 3}
+	_, base := startServer(t, newFakeAgent(st))
+	_, body := get(t, "GET", base+"/")
+	page := string(body)
+	if !strings.Contains(page, "GPUs unknown") || strings.Contains(page, "No GPUs on this node") {
+		t.Errorf("dashboard with an unanswering driver does not say the GPUs are unknown")
+	}
+}

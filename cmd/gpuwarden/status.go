@@ -113,6 +113,9 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 			return err
 		}
 	}
+	if len(st.Last.GPUs) == 0 && !st.CPUOnly && st.Telemetry.Failures > 0 {
+		fmt.Fprintln(&b, "GPUs      unknown: the driver has not answered")
+	}
 	if len(st.XIDSources) > 0 {
 		fmt.Fprint(&b, wrap(gpuwarden.DescribeXIDSources(st.XIDSources), "Xids      ", pageWidth))
 	}
