@@ -113,12 +113,17 @@ func TestUpTelemetryLost(t *testing.T) {
 	if m := get(t, url+"metrics"); !strings.Contains(m, "gpuwarden_telemetry_lost 1") {
 		t.Errorf("/metrics does not say telemetry is lost")
 	}
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	if r := gw(t, dir, "status", "--addr", addr); !strings.Contains(r.stdout, "GPUs      unknown: the driver has not answered") ||
+		!strings.Contains(r.stdout, "Warning   telemetry lost since") {
+		t.Errorf("status while blind does not say so:\n%s", r.stdout)
+	}
 	p.wait(t, `kind=telemetry-restored`, 15*time.Second)
 	time.Sleep(2 * time.Second)
 	if m := get(t, url+"metrics"); !strings.Contains(m, "gpuwarden_telemetry_lost 0") || !strings.Contains(m, `gpuwarden_gpu_utilization_ratio{`) {
 		t.Errorf("/metrics after recovery: telemetry_lost not 0 or no utilization")
 	}
-	r := gw(t, dir, "status", "--addr", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	r := gw(t, dir, "status", "--addr", addr)
 	if !regexp.MustCompile(`(?m)^0 +H100-SXM +80%`).MatchString(r.stdout) {
 		t.Errorf("status after recovery does not read the GPU:\n%s", r.stdout)
 	}
