@@ -473,6 +473,12 @@ func buildCharts(st gpuwarden.AgentStatus, samples []gpuwarden.NodeSample, now t
 	var indices []int
 	names := map[int]string{}
 	for _, g := range st.GPUs {
+		if g.MIG {
+			// The ledger keeps numbers only, and a MIG GPU has no device
+			// utilization: its history would draw an unknown as 0 %.
+			names[g.Index] = ""
+			continue
+		}
 		indices = append(indices, g.Index)
 		names[g.Index] = fmt.Sprintf("GPU %d %s", g.Index, modelOf(g))
 	}

@@ -3,6 +3,7 @@ package http
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -43,5 +44,25 @@ func TestDashboardGPUsUnknown(t *testing.T) {
 	page := string(body)
 	if !strings.Contains(page, "GPUs unknown") || strings.Contains(page, "No GPUs on this node") {
 		t.Errorf("dashboard with an unanswering driver does not say the GPUs are unknown")
+	}
+}
+
+// TestDashboardChartSkipsMIG: the ledger stores numbers only, so a MIG
+// GPU's history would chart its unknown utilization as 0 %; it is left out.
+func TestDashboardChartSkipsMIG(t *testing.T) {
+	st := fixtureStatus()
+	st.GPUs[0].MIG = true
+	samples := []gpuwarden.NodeSample{{Time: st.Now.Add(-time.Minute), GPUs: []gpuwarden.Telemetry{{Index: 0}, {Index: 1, UtilPercent: 50}}}}
+	charts := buildCharts(st, samples, st.Now)
+	if len(charts) == 0 || charts[0].ID != "chart-gpu" {
+		t.Fatalf("charts %+v", charts)
+	}
+	for _, s := range charts[0].Series {
+		if strings.HasPrefix(s.Name, "GPU 0") {
+			t.Errorf("the MIG GPU is charted: %+v", s)
+		}
+	}
+	if len(charts[0].Series) != 1 {
+		t.Errorf("series %+v, want GPU 1 only", charts[0].Series)
 	}
 }
