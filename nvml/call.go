@@ -95,6 +95,23 @@ func get[T any](c *call, fn string, query func() (T, gonvml.Return)) (T, bool) {
 	return zero, false
 }
 
+// try is get for optional extras (GPM): any failure only leaves the value
+// unknown, with c.why saying why, and never fails the whole call, so that
+// a counter the card does badly cannot blind the agent to the rest.
+func try[T any](c *call, fn string, query func() (T, gonvml.Return)) (T, bool) {
+	if c.err != nil {
+		var zero T
+		c.why = gpuwarden.UnknownError
+		return zero, false
+	}
+	v, ok := get(c, fn, query)
+	if c.err != nil {
+		c.g.log.Debug("optional nvml query failed", "gpu", c.index, "err", c.err)
+		c.err = nil
+	}
+	return v, ok
+}
+
 // result carries a call's outcome back to the waiting method.
 type result[T any] struct {
 	v   T

@@ -128,7 +128,7 @@ func (g *GPUs) gpmSupported(c *call, index int, dev gonvml.Device) bool {
 	if asked {
 		return v
 	}
-	sup, ok := get(c, "nvmlGpmQueryDeviceSupport", dev.GpmQueryDeviceSupport)
+	sup, ok := try(c, "nvmlGpmQueryDeviceSupport", dev.GpmQueryDeviceSupport)
 	v = ok && sup.IsSupportedDevice != 0
 	c.why = ""
 	g.mu.Lock()
@@ -142,11 +142,11 @@ func (g *GPUs) gpmSupported(c *call, index int, dev gonvml.Device) bool {
 // interval. why is the Unknown reason when there is no value.
 func (g *GPUs) gpmUtil(c *call, index int, dev gonvml.Device, gi int) (float64, string) {
 	key := gpmKey{index, gi}
-	cur, ok := get(c, "nvmlGpmSampleAlloc", g.lib.GpmSampleAlloc)
+	cur, ok := try(c, "nvmlGpmSampleAlloc", g.lib.GpmSampleAlloc)
 	if !ok {
 		return 0, c.why
 	}
-	if _, ok := get(c, "nvmlGpmMigSampleGet", func() (struct{}, gonvml.Return) {
+	if _, ok := try(c, "nvmlGpmMigSampleGet", func() (struct{}, gonvml.Return) {
 		return struct{}{}, dev.GpmMigSampleGet(gi, cur)
 	}); !ok {
 		why := c.why
@@ -163,7 +163,7 @@ func (g *GPUs) gpmUtil(c *call, index int, dev gonvml.Device, gi int) (float64, 
 	defer prev.Free()
 	mg := gonvml.GpmMetricsGetType{NumMetrics: 1, Sample1: prev, Sample2: cur}
 	mg.Metrics[0].MetricId = uint32(gonvml.GPM_METRIC_SM_UTIL)
-	if _, ok := get(c, "nvmlGpmMetricsGet", func() (struct{}, gonvml.Return) {
+	if _, ok := try(c, "nvmlGpmMetricsGet", func() (struct{}, gonvml.Return) {
 		return struct{}{}, g.lib.GpmMetricsGet(&mg)
 	}); !ok {
 		return 0, c.why

@@ -346,6 +346,23 @@ func TestSample(t *testing.T) {
 			}
 			return t
 		}},
+		// GPM is an extra: a failing query leaves the instances' utilization
+		// unknown and must not fail the sample.
+		{name: "mig with a failing gpm query", setup: func(f *fakeNVML) {
+			setupMIG(f)
+			f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) { return gonvml.GpmSupport{}, gonvml.ERROR_UNKNOWN }
+		}, want: func() gpuwarden.Telemetry {
+			t := busy()
+			t.UtilPercent, t.MemUtilPercent, t.Processes = 0, 0, nil
+			t.Unknown = map[string]string{"util_percent": "mig", "mem_util_percent": "mig", "processes": "no-permission"}
+			t.MIG = []gpuwarden.MIGSample{
+				{MIGInstance: migInstance(0), MemUsedBytes: 30 * gib,
+					Processes: []gpuwarden.GPUProcess{{PID: 4242, Name: "python3", UsedBytes: 29 * gib}},
+					Unknown:   map[string]string{"util_percent": "not-supported"}},
+				{MIGInstance: migInstance(2), MemUsedBytes: 15 << 20, Unknown: map[string]string{"util_percent": "not-supported"}},
+			}
+			return t
+		}},
 		{name: "old driver falls back to throttle reasons", setup: func(f *fakeNVML) {
 			f.missing["nvmlDeviceGetCurrentClocksEventReasons"] = true
 			f.dev.GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) {
@@ -775,4 +792,56 @@ func setupMIG(f *fakeNVML) {
 func migInstance(i int) gpuwarden.MIGInstance {
 	return gpuwarden.MIGInstance{Index: i, UUID: fmt.Sprintf("MIG-6f1c2c1e-0000-4000-8000-00000000000%d", i),
 		GPUInstanceID: 1 + i, ComputeInstanceID: 0, Profile: "3g.71gb", MemTotalBytes: 71 * gib}
+}
+
+// TestMIGGPMUtilization: on a card with GPM, an instance's utilization is
+// pending at the first sample (GPM rates need an interval) and GPM's SM
+// utilization from the second on; each kept sample is freed once.
+func TestMIGGPMUtilization(t *testing.T) {
+	f := newFake()
+	setupMIG(f)
+	f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
+	}
+	var mu sync.Mutex
+	allocated, freed := 0, 0
+	f.lib.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
+		mu.Lock()
+		allocated++
+		mu.Unlock()
+		return &mock.GpmSample{FreeFunc: func() gonvml.Return { mu.Lock(); freed++; mu.Unlock(); return gonvml.SUCCESS }}, gonvml.SUCCESS
+	}
+	f.dev.GpmMigSampleGetFunc = func(int, gonvml.GpmSample) gonvml.Return { return gonvml.SUCCESS }
+	f.lib.GpmMetricsGetFunc = func(m *gonvml.GpmMetricsGetType) gonvml.Return {
+		if m.NumMetrics != 1 || m.Metrics[0].MetricId != uint32(gonvml.GPM_METRIC_SM_UTIL) || m.Sample1 == m.Sample2 {
+			t.Errorf("GpmMetricsGet asked %+v", m.Metrics[0])
+		}
+		m.Metrics[0].Value = 42
+		return gonvml.SUCCESS
+	}
+	g := f.open(t)
+	first, err := g.Sample(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := first.MIG[0].Unknown[gpuwarden.FieldUtil]; r != gpuwarden.UnknownPending {
+		t.Errorf("first sample: instance utilization %q, want pending", r)
+	}
+	second, err := g.Sample(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range second.MIG {
+		if !m.Known(gpuwarden.FieldUtil) || m.UtilPercent != 42 {
+			t.Errorf("second sample: instance %d utilization %v (%v), want 42", m.Index, m.UtilPercent, m.Unknown)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if allocated != 4 || freed != 4 {
+		t.Errorf("%d GPM samples allocated, %d freed; want 4 and 4", allocated, freed)
+	}
 }
