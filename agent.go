@@ -291,4 +291,23 @@ type AgentStatus struct {
 	// Health is each GPU's last error-counter reading, for /metrics; a GPU
 	// whose reading failed is absent rather than clean.
 	Health []Health `json:"health,omitempty"`
+	// Telemetry says whether the agent can read its GPUs at all.
+	Telemetry TelemetryState `json:"telemetry"`
+	// XIDSources are where the agent looks for Xids, as the last health
+	// read found them.
+	XIDSources []XIDSource `json:"xid_sources,omitempty"`
+	// Warnings are what the agent cannot see and says so: no Xid source,
+	// telemetry lost.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// TelemetryState is whether the GPUs answer: after a few failed samples in
+// a row telemetry is lost, and the idle and budget stops wait for it.
+type TelemetryState struct {
+	Lost bool `json:"lost"`
+	// Since is the first failed sample of the current run of failures.
+	Since time.Time `json:"since,omitempty"`
+	// Failures counts the failed samples in a row; zero when the last one worked.
+	Failures  int    `json:"failures"`
+	LastError string `json:"last_error,omitempty"`
 }

@@ -2,6 +2,11 @@ package gpuwarden
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -29,9 +34,44 @@ type GPU struct {
 	// Pods are the Kubernetes containers the kubelet allocated this GPU
 	// to, when the agent reads the pod-resources API; empty elsewhere.
 	Pods []PodRef `json:"pods,omitempty"`
+	// MIGInstances is the MIG layout when MIG is on: one entry per MIG
+	// device, in NVML's MIG index order.
+	MIGInstances []MIGInstance `json:"mig_instances,omitempty"`
+}
+
+// MIGInstance is one MIG device of a GPU as the layout fixes it: which GPU
+// and compute instance it is and how much memory its profile has.
+type MIGInstance struct {
+	// Index is the MIG device's index within its parent GPU.
+	Index int    `json:"index"`
+	UUID  string `json:"uuid,omitempty"`
+	// GPUInstanceID and ComputeInstanceID are what nvidia-smi calls GI and CI.
+	GPUInstanceID     int `json:"gpu_instance_id"`
+	ComputeInstanceID int `json:"compute_instance_id"`
+	// Profile is the instance's profile, "1g.10gb" or "3g.40gb".
+	Profile       string `json:"profile"`
+	MemTotalBytes uint64 `json:"mem_total_bytes"`
+}
+
+// MIGLayout describes the instances as one stable line, for locks and
+// diffs: "GI 1/CI 0 3g.40gb; GI 2/CI 0 3g.40gb", or "" without MIG.
+func MIGLayout(instances []MIGInstance) string {
+	parts := make([]string, 0, len(instances))
+	for _, m := range instances {
+		parts = append(parts, fmt.Sprintf("GI %d/CI %d %s", m.GPUInstanceID, m.ComputeInstanceID, m.Profile))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
 }
 
 // Telemetry is one sample of what a GPU is doing.
+//
+// A field the driver could not read is named in Unknown with the reason,
+// and its value is zero. Unknown is a map beside plain fields, rather than a
+// pointer per field, so that the code reading known values stays simple and
+// old readers of the JSON keep working; the JSON writes an unknown field as
+// null, never as a 0 that reads like an idle card. Code that decides
+// anything from a field must ask Known first.
 type Telemetry struct {
 	Index       int       `json:"index"`
 	Time        time.Time `json:"time"`
@@ -46,6 +86,158 @@ type Telemetry struct {
 	MemClockMHz     int          `json:"mem_clock_mhz"`
 	ThrottleReasons []string     `json:"throttle_reasons,omitempty"`
 	Processes       []GPUProcess `json:"processes,omitempty"`
+	// MIG is one entry per MIG instance when MIG is on.
+	MIG []MIGSample `json:"mig,omitempty"`
+	// Unknown maps a field's JSON name (the Field constants) to why it
+	// could not be read (the Unknown reasons).
+	Unknown map[string]string `json:"unknown,omitempty"`
+}
+
+// The telemetry fields by their JSON names, for Unknown.
+const (
+	FieldUtil      = "util_percent"
+	FieldMemUtil   = "mem_util_percent"
+	FieldMemUsed   = "mem_used_bytes"
+	FieldMemTotal  = "mem_total_bytes"
+	FieldPower     = "power_w"
+	FieldTemp      = "temp_c"
+	FieldSMClock   = "sm_clock_mhz"
+	FieldMemClock  = "mem_clock_mhz"
+	FieldThrottle  = "throttle_reasons"
+	FieldProcesses = "processes"
+)
+
+// TelemetryFields are every field a sample can miss, in JSON order.
+var TelemetryFields = []string{FieldUtil, FieldMemUtil, FieldMemUsed, FieldMemTotal, FieldPower, FieldTemp,
+	FieldSMClock, FieldMemClock, FieldThrottle, FieldProcesses}
+
+// Why a field is unknown.
+const (
+	// UnknownNotSupported: the card or driver does not report it.
+	UnknownNotSupported = "not-supported"
+	// UnknownMIG: the driver does not report it for a GPU in MIG mode
+	// (nvml.h: utilization "is not currently supported" under MIG).
+	UnknownMIG = "mig"
+	// UnknownNoPermission: the driver reports it only to a privileged caller.
+	UnknownNoPermission = "no-permission"
+	// UnknownTimeout: the driver did not answer in time.
+	UnknownTimeout = "timeout"
+	// UnknownError: the driver answered with an error.
+	UnknownError = "error"
+	// UnknownPending: a rate that needs two samples (GPM) has had one.
+	UnknownPending = "pending"
+)
+
+// UnknownText says a reason in words, for tables and alerts.
+func UnknownText(reason string) string {
+	switch reason {
+	case UnknownNotSupported:
+		return "not supported"
+	case UnknownMIG:
+		return "not supported under MIG"
+	case UnknownNoPermission:
+		return "no permission"
+	case UnknownTimeout:
+		return "driver timed out"
+	case UnknownError:
+		return "driver error"
+	case UnknownPending:
+		return "needs a second sample"
+	}
+	return reason
+}
+
+// ErrNoAnswer marks a GPU read the driver did not answer in time: a hung
+// call, or one refused because an earlier call is still stuck.
+var ErrNoAnswer = errors.New("the GPU driver did not answer")
+
+// UnknownReasonOf is the Unknown reason for a read that failed with err.
+func UnknownReasonOf(err error) string {
+	if errors.Is(err, ErrNoAnswer) || errors.Is(err, context.DeadlineExceeded) {
+		return UnknownTimeout
+	}
+	return UnknownError
+}
+
+// UnreadTelemetry is the sample of a GPU whose read failed as a whole:
+// every field unknown for the same reason.
+func UnreadTelemetry(index int, at time.Time, reason string) Telemetry {
+	t := Telemetry{Index: index, Time: at, Unknown: make(map[string]string, len(TelemetryFields))}
+	for _, f := range TelemetryFields {
+		t.Unknown[f] = reason
+	}
+	return t
+}
+
+// Known reports whether the field was read.
+func (t Telemetry) Known(field string) bool {
+	_, unknown := t.Unknown[field]
+	return !unknown
+}
+
+// SetUnknown records that a field could not be read and zeroes nothing:
+// the reader must not have set it.
+func (t *Telemetry) SetUnknown(field, reason string) {
+	if t.Unknown == nil {
+		t.Unknown = map[string]string{}
+	}
+	t.Unknown[field] = reason
+}
+
+// Unread reports whether nothing of the sample was read.
+func (t Telemetry) Unread() bool { return len(t.Unknown) == len(TelemetryFields) }
+
+// MarshalJSON writes unknown fields as null.
+func (t Telemetry) MarshalJSON() ([]byte, error) {
+	type plain Telemetry
+	return nullUnknown(plain(t), t.Unknown)
+}
+
+// MIGSample is what one MIG instance is doing. Utilization comes from GPM
+// where the card has it (Hopper and later) and is unknown otherwise.
+type MIGSample struct {
+	MIGInstance
+	UtilPercent  float64      `json:"util_percent"`
+	MemUsedBytes uint64       `json:"mem_used_bytes"`
+	Processes    []GPUProcess `json:"processes,omitempty"`
+	// Unknown is as in Telemetry, with the same field names.
+	Unknown map[string]string `json:"unknown,omitempty"`
+}
+
+// Known reports whether the field was read.
+func (m MIGSample) Known(field string) bool {
+	_, unknown := m.Unknown[field]
+	return !unknown
+}
+
+// SetUnknown records that a field could not be read.
+func (m *MIGSample) SetUnknown(field, reason string) {
+	if m.Unknown == nil {
+		m.Unknown = map[string]string{}
+	}
+	m.Unknown[field] = reason
+}
+
+// MarshalJSON writes unknown fields as null.
+func (m MIGSample) MarshalJSON() ([]byte, error) {
+	type plain MIGSample
+	return nullUnknown(plain(m), m.Unknown)
+}
+
+// nullUnknown marshals v and turns the unknown fields' values into null.
+func nullUnknown(v any, unknown map[string]string) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(unknown) == 0 {
+		return b, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	for f := range unknown {
+		fields[f] = json.RawMessage("null")
+	}
+	return json.Marshal(fields)
 }
 
 // GPUProcess is a process holding memory on a GPU.
@@ -73,6 +265,13 @@ type Health struct {
 	// Counters are the cumulative error counts /metrics exports, each one
 	// only when the driver answered for it.
 	Counters ErrorCounters `json:"counters"`
+	// XIDSources says where Xids were looked for and which of those places
+	// could be read: no live source means no Xid would have been seen, which
+	// is not the same as none having happened.
+	XIDSources []XIDSource `json:"xid_sources,omitempty"`
+	// Unknown maps a counter's JSON name ("ecc_volatile_uncorrected",
+	// "remap_pending", "retired_pages") to why it could not be read.
+	Unknown map[string]string `json:"unknown,omitempty"`
 }
 
 // ErrorCounters are the error counts fleets alert on, in the set
@@ -97,6 +296,50 @@ type ErrorCounters struct {
 	// PCIeReplays counts PCIe packets the link had to resend: a rising count
 	// is a bad riser, slot or cable before it is a crash.
 	PCIeReplays *uint64 `json:"pcie_replays,omitempty"`
+}
+
+// The Xid sources.
+const (
+	XIDSourceKmsg       = "kmsg"
+	XIDSourceNVMLEvents = "nvml-events"
+)
+
+// XIDSource is one place Xids come from and whether it is being read.
+type XIDSource struct {
+	Name string `json:"name"`
+	Live bool   `json:"live"`
+	// Reason says why a source is not live ("open /dev/kmsg: permission denied").
+	Reason string `json:"reason,omitempty"`
+}
+
+// XIDBlind reports whether no Xid source is live: an empty XIDs then says
+// nothing about the card.
+func XIDBlind(sources []XIDSource) bool {
+	for _, s := range sources {
+		if s.Live {
+			return false
+		}
+	}
+	return true
+}
+
+// DescribeXIDSources says which sources are live, "kmsg live, nvml-events
+// unavailable (not supported)".
+func DescribeXIDSources(sources []XIDSource) string {
+	if len(sources) == 0 {
+		return "no Xid source reported"
+	}
+	parts := make([]string, 0, len(sources))
+	for _, s := range sources {
+		if s.Live {
+			parts = append(parts, s.Name+" live")
+		} else if s.Reason != "" {
+			parts = append(parts, s.Name+" unavailable ("+s.Reason+")")
+		} else {
+			parts = append(parts, s.Name+" unavailable")
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // XIDEvent is one Xid error the driver reported for a GPU.

@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -63,6 +64,14 @@ type Agent struct {
 	vetoes   vetoCache
 	lastTick time.Time
 	started  time.Time
+	// telemetry counts failed samples; inventoryErr is why the GPU list
+	// could not be read at start (a hung driver), retried every tick.
+	telemetry    telemetryWatch
+	inventoryErr error
+	// startTimeout bounds the inventory read at start (5 s: a first read
+	// of eight GPUs without persistence mode takes seconds).
+	startTimeout time.Duration
+	xidSources   []gpuwarden.XIDSource
 	// simulated survives start, which builds the status afresh.
 	simulated bool
 }
@@ -83,7 +92,7 @@ func New(cfg Config, gpus gpuwarden.GPUs, host HostSampler, ledger gpuwarden.Led
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{cfg: cfg, gpus: gpus, host: host, ledger: ledger, notify: notify, log: log,
-		Now: time.Now, Exec: runCommand, Jobs: NewJobs()}
+		Now: time.Now, Exec: runCommand, Jobs: NewJobs(), startTimeout: 5 * time.Second}
 	return a
 }
 
@@ -129,15 +138,20 @@ func (a *Agent) start(ctx context.Context) error {
 	st := gpuwarden.AgentStatus{Node: a.cfg.Node, Started: now, Simulated: simulated, CPUOnly: a.gpus == nil, GPUs: []gpuwarden.GPU{},
 		Events: []gpuwarden.Event{}, Notices: []gpuwarden.Notice{}}
 	if a.gpus != nil {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, a.startTimeout)
 		defer cancel()
-		d, err := a.gpus.Driver(sctx)
-		if err != nil {
-			return fmt.Errorf("read the driver: %w", err)
-		}
-		st.Driver = &d
-		if st.GPUs, err = a.gpus.List(sctx); err != nil {
-			return fmt.Errorf("list the GPUs: %w", err)
+		d, gpus, err := a.inventory(sctx)
+		switch {
+		case errors.Is(err, gpuwarden.ErrNoAnswer) || errors.Is(err, context.DeadlineExceeded):
+			// A driver that does not answer is not a box without GPUs: the
+			// agent starts blind, says so, and retries every tick, so that
+			// telemetry-lost is raised and no idle stop runs meanwhile.
+			a.log.Warn("the GPUs do not answer at start; retrying every tick", "err", err)
+			a.inventoryErr = err
+		case err != nil:
+			return err
+		default:
+			st.Driver, st.GPUs = &d, gpus
 		}
 	}
 	if err := a.idle.restore(ctx, a.ledger); err != nil {
@@ -152,12 +166,52 @@ func (a *Agent) start(ctx context.Context) error {
 	return nil
 }
 
+// inventory reads the driver and the GPU list.
+func (a *Agent) inventory(ctx context.Context) (gpuwarden.Driver, []gpuwarden.GPU, error) {
+	d, err := a.gpus.Driver(ctx)
+	if err != nil {
+		return d, nil, fmt.Errorf("read the driver: %w", err)
+	}
+	gpus, err := a.gpus.List(ctx)
+	if err != nil {
+		return d, nil, fmt.Errorf("list the GPUs: %w", err)
+	}
+	return d, gpus, nil
+}
+
+// retryInventory reads the GPU list the start could not; it reports the
+// error while the driver still does not answer.
+func (a *Agent) retryInventory(ctx context.Context) error {
+	a.mu.Lock()
+	pending := a.inventoryErr != nil
+	a.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, a.cfg.Interval)
+	defer cancel()
+	d, gpus, err := a.inventory(sctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.inventoryErr = err
+		return err
+	}
+	a.inventoryErr = nil
+	a.status.Driver, a.status.GPUs = &d, gpus
+	a.log.Info("the GPUs answer again: inventory read", "gpus", len(gpus))
+	return nil
+}
+
 // Tick takes one sample and applies every policy to it. Run calls it every
 // interval; tests call it with their own clock.
 func (a *Agent) Tick(ctx context.Context) {
 	now := a.Now()
-	s := a.sample(ctx, now)
-	if err := a.ledger.RecordSample(ctx, s); err != nil {
+	s, failed := a.sample(ctx, now)
+	telemetry := a.observeTelemetry(ctx, failed, now)
+	// The ledger keeps readings; a GPU that gave none is left out of it
+	// rather than stored as a sample of zeros.
+	if err := a.ledger.RecordSample(ctx, readOnly(s)); err != nil {
 		a.log.Warn("record sample", "err", err)
 	}
 	a.mu.Lock()
@@ -187,14 +241,54 @@ func (a *Agent) Tick(ctx context.Context) {
 	}
 	a.lastTick = now
 	a.status.Now, a.status.Last, a.status.Idle, a.status.Budget, a.status.Diagnosis = now, s, idle, budget, diag
+	a.status.Telemetry, a.status.XIDSources = telemetry, a.xidSources
+	a.status.Warnings = a.warnings(telemetry)
 	if events != nil {
 		a.status.Events = events
 	}
 }
 
+// warnings are what the agent cannot see, in words for the status and
+// the dashboard.
+func (a *Agent) warnings(t gpuwarden.TelemetryState) []string {
+	var w []string
+	if t.Lost {
+		w = append(w, fmt.Sprintf("telemetry lost since %s (%d failed samples: %s): idle and budget stops are suspended",
+			t.Since.UTC().Format(time.RFC3339), t.Failures, t.LastError))
+	}
+	if a.gpus == nil || len(a.xidSources) == 0 {
+		return w
+	}
+	switch {
+	case gpuwarden.XIDBlind(a.xidSources):
+		w = append(w, "Xid source unavailable: no Xid would be seen ("+gpuwarden.DescribeXIDSources(a.xidSources)+")")
+	default:
+		for _, src := range a.xidSources {
+			if !src.Live {
+				w = append(w, "Xid source unavailable: "+gpuwarden.DescribeXIDSources([]gpuwarden.XIDSource{src}))
+			}
+		}
+	}
+	return w
+}
+
+// readOnly is the sample without the GPUs that gave no reading.
+func readOnly(s gpuwarden.NodeSample) gpuwarden.NodeSample {
+	out := s
+	out.GPUs = make([]gpuwarden.Telemetry, 0, len(s.GPUs))
+	for _, g := range s.GPUs {
+		if !g.Unread() {
+			out.GPUs = append(out.GPUs, g)
+		}
+	}
+	return out
+}
+
 // sample reads every GPU and the host; a failing GPU read is logged and its
-// entry left out, so one sick card does not blind the agent to the rest.
-func (a *Agent) sample(ctx context.Context, now time.Time) gpuwarden.NodeSample {
+// entry is a sample with every field unknown, so one sick card neither
+// blinds the agent to the rest nor reads as an idle one. The error says
+// why the tick failed, nil when every GPU answered.
+func (a *Agent) sample(ctx context.Context, now time.Time) (gpuwarden.NodeSample, error) {
 	s := gpuwarden.NodeSample{Time: now, GPUs: []gpuwarden.Telemetry{}}
 	if a.host != nil {
 		h, err := a.host.Sample()
@@ -204,24 +298,31 @@ func (a *Agent) sample(ctx context.Context, now time.Time) gpuwarden.NodeSample 
 		s.Host = h
 	}
 	s.Host.Time = now
+	if a.gpus == nil {
+		return s, nil
+	}
+	if err := a.retryInventory(ctx); err != nil {
+		return s, err
+	}
 	a.mu.Lock()
 	gpus := a.status.GPUs
 	a.mu.Unlock()
-	if a.gpus == nil {
-		return s
-	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.Interval)
 	defer cancel()
+	var failed error
 	for _, g := range gpus {
 		t, err := a.gpus.Sample(sctx, g.Index)
 		if err != nil {
 			a.log.Warn("sample gpu", "gpu", g.Index, "err", err)
-			continue
+			t = gpuwarden.UnreadTelemetry(g.Index, now, gpuwarden.UnknownReasonOf(err))
+			if failed == nil {
+				failed = fmt.Errorf("GPU %d: %w", g.Index, err)
+			}
 		}
 		t.Time = now
 		s.GPUs = append(s.GPUs, t)
 	}
-	return s
+	return s, failed
 }
 
 // healthPolicy reads each GPU's error counters and alerts on what is new
@@ -249,6 +350,13 @@ func (a *Agent) healthPolicy(ctx context.Context, now time.Time) {
 			continue
 		}
 		readings = append(readings, h)
+		if g.Index == gpus[0].Index {
+			// The sources are the host's (the kernel log, one NVML event
+			// set): the first GPU's read speaks for all.
+			a.mu.Lock()
+			a.xidSources = h.XIDSources
+			a.mu.Unlock()
+		}
 		if h.ECCVolatileUncorrected > 0 {
 			a.alert(ctx, gpuwarden.Event{Kind: "ecc", Severity: gpuwarden.SeverityCritical,
 				Key:     fmt.Sprintf("ecc-%s-%d", g.UUID, h.ECCVolatileUncorrected),

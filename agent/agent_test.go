@@ -60,10 +60,22 @@ func (h *harness) agent(spec string, cfg Config, host gpuwarden.HostSample) *Age
 		}
 		gpus = gpusim.New(s)
 	}
+	return h.agentWith(gpus, cfg, host)
+}
+
+// agentOn is agent on any GPUs, with an empty host.
+func (h *harness) agentOn(gpus gpuwarden.GPUs, cfg Config) *Agent {
+	h.t.Helper()
+	return h.agentWith(gpus, cfg, gpuwarden.HostSample{})
+}
+
+func (h *harness) agentWith(gpus gpuwarden.GPUs, cfg Config, host gpuwarden.HostSample) *Agent {
+	h.t.Helper()
 	if cfg.Node == "" {
 		cfg.Node = "box-1"
 	}
 	a := New(cfg, gpus, &fakeHost{host}, h.ledger, nil, nil)
+	a.startTimeout = 100 * time.Millisecond
 	a.Now = h.clock.now
 	a.Exec = func(context.Context, []string) error { h.stops++; return nil }
 	if err := a.start(context.Background()); err != nil {

@@ -96,6 +96,12 @@ func (a *Agent) budgetPolicy(ctx context.Context, now time.Time) gpuwarden.Budge
 		}
 	}
 	if cfg.StopAtLimit && st.Spent >= cfg.Limit {
+		if a.telemetryLost() {
+			// A stop acts on a box the agent cannot see; it waits, and the
+			// alert (which is what runs the stop, once) comes after.
+			a.log.Warn("budget reached, stop suspended while telemetry is lost")
+			return st
+		}
 		if a.alert(ctx, gpuwarden.Event{Kind: "budget-stop", Severity: gpuwarden.SeverityCritical, Key: "budget-stop-" + m.month,
 			Message: fmt.Sprintf("%s reached the %s budget: stopping the box", a.cfg.Node, cur(cfg.Limit))}) {
 			a.stop(ctx, "budget")

@@ -37,8 +37,15 @@ func Diagnose(window []gpuwarden.NodeSample, haveGPUs bool) gpuwarden.Diagnosis 
 	}
 	var util, mem, cpu, iowait float64
 	var gpuN, saturatedTicks int
+	unknown := ""
 	for _, s := range window {
 		for _, g := range s.GPUs {
+			// An unknown utilization is left out, not averaged in as 0:
+			// a MIG GPU would otherwise read as an idle one.
+			if !g.Known(gpuwarden.FieldUtil) {
+				unknown = g.Unknown[gpuwarden.FieldUtil]
+				continue
+			}
 			util += g.UtilPercent
 			if g.MemTotalBytes > 0 {
 				mem += 100 * float64(g.MemUsedBytes) / float64(g.MemTotalBytes)
@@ -50,6 +57,10 @@ func Diagnose(window []gpuwarden.NodeSample, haveGPUs bool) gpuwarden.Diagnosis 
 		if coresSaturated(s.Host) {
 			saturatedTicks++
 		}
+	}
+	if gpuN == 0 && unknown != "" {
+		d.Detail = "GPU utilization unknown (" + gpuwarden.UnknownText(unknown) + "): no verdict without it"
+		return d
 	}
 	n := float64(len(window))
 	if gpuN > 0 {

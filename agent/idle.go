@@ -93,13 +93,23 @@ func (c *idleClock) set(ctx context.Context, l gpuwarden.Ledger, t time.Time) er
 func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now time.Time) []string {
 	cfg := a.cfg.Idle
 	var busy []string
+	a.mu.Lock()
+	inv := make(map[int]gpuwarden.GPU, len(a.status.GPUs))
+	for _, g := range a.status.GPUs {
+		inv[g.Index] = g
+	}
+	pending := a.inventoryErr
+	a.mu.Unlock()
+	if pending != nil {
+		busy = append(busy, fmt.Sprintf("GPUs unknown: the driver does not answer (%v); idle needs a reading", pending))
+	}
 	for _, g := range s.GPUs {
-		if g.UtilPercent >= cfg.ThresholdPercent {
-			busy = append(busy, fmt.Sprintf("GPU %d at %.0f%%", g.Index, g.UtilPercent))
-		}
-		if len(g.Processes) > 0 {
-			busy = append(busy, fmt.Sprintf("GPU %d runs PID %d", g.Index, g.Processes[0].PID))
-		}
+		busy = append(busy, gpuBusy(g, inv[g.Index], cfg.ThresholdPercent)...)
+	}
+	if a.telemetryLost() {
+		// Whatever else the sample says, a box whose GPUs stopped answering
+		// is not known to be idle.
+		busy = append(busy, "telemetry lost since "+a.telemetry.state.Since.UTC().Format(time.RFC3339)+"; idle waits for it")
 	}
 	for _, j := range a.Jobs.Active() {
 		busy = append(busy, "job "+j.ID+" "+j.State)
@@ -119,8 +129,11 @@ func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now tim
 	case voteBusy:
 		busy = append(busy, "the idle check says busy")
 	case voteIdle:
-		// A declared idle box is idle whatever the signals say.
-		return nil
+		// A declared idle box is idle whatever the signals say, except
+		// blind: the check cannot vouch for GPUs nobody can read.
+		if !a.telemetryLost() && pending == nil {
+			return nil
+		}
 	}
 	return busy
 }

@@ -152,12 +152,18 @@ func (s *Shipper) heartbeat(state string) gpuwarden.Heartbeat {
 	st := s.Status()
 	hb := gpuwarden.Heartbeat{Node: s.Node.ID, Time: s.Now().UTC(), State: state, IdleSince: st.Idle.Since,
 		Diagnosis: st.Diagnosis.Verdict}
-	if len(st.Last.GPUs) > 0 {
-		var sum float64
-		for _, g := range st.Last.GPUs {
+	// The average is over the GPUs whose utilization is known: a MIG card
+	// or a GPU that did not answer would pull it toward an idle-looking 0.
+	var sum float64
+	known := 0
+	for _, g := range st.Last.GPUs {
+		if g.Known(gpuwarden.FieldUtil) {
 			sum += g.UtilPercent
+			known++
 		}
-		hb.GPUUtil = clampPercent(sum / float64(len(st.Last.GPUs)))
+	}
+	if known > 0 {
+		hb.GPUUtil = clampPercent(sum / float64(known))
 	}
 	return hb
 }

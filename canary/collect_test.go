@@ -22,6 +22,7 @@ type fakeGPUs struct {
 	driverErr error
 	gpus      []gpuwarden.GPU
 	hang      chan struct{}
+	sources   []gpuwarden.XIDSource
 }
 
 func (f *fakeGPUs) Driver(context.Context) (gpuwarden.Driver, error) { return f.driver, f.driverErr }
@@ -37,8 +38,13 @@ func (f *fakeGPUs) Sample(context.Context, int) (gpuwarden.Telemetry, error) {
 	return gpuwarden.Telemetry{}, errors.New("not simulated")
 }
 
+// Health is a clean card whose Xid sources are both live, or the sources
+// the fake was given.
 func (f *fakeGPUs) Health(context.Context, int) (gpuwarden.Health, error) {
-	return gpuwarden.Health{}, errors.New("not simulated")
+	if f.sources != nil {
+		return gpuwarden.Health{XIDSources: f.sources}, nil
+	}
+	return gpuwarden.Health{XIDSources: []gpuwarden.XIDSource{{Name: "kmsg", Live: true}, {Name: "nvml-events", Live: true}}}, nil
 }
 
 func (f *fakeGPUs) Close() error { return nil }
@@ -246,6 +252,8 @@ func TestGPUFacts(t *testing.T) {
 	a100 := gpuwarden.GPU{Name: "NVIDIA A100-SXM4-80GB", Model: "A100-80GB", VRAMBytes: 81920 << 20, ComputeCapability: "8.0"}
 	h200 := gpuwarden.GPU{Name: "NVIDIA H200", Model: "H200", VRAMBytes: 141 << 30, ComputeCapability: "9.0", MIG: true}
 	h200real := gpuwarden.GPU{Name: "NVIDIA H200", VRAMBytes: 143771 << 20, ComputeCapability: "9.0"}
+	h200sliced := h200
+	h200sliced.MIGInstances = []gpuwarden.MIGInstance{{Index: 1, GPUInstanceID: 2, Profile: "3g.71gb"}, {Index: 0, GPUInstanceID: 1, Profile: "3g.71gb"}}
 	tests := []struct {
 		name string
 		gpus []gpuwarden.GPU
@@ -255,7 +263,11 @@ func TestGPUFacts(t *testing.T) {
 		{"two H100", []gpuwarden.GPU{h100(0), h100(1)}, gpuwarden.Facts{"gpu.count": "2", "gpu.model": "H100-SXM",
 			"gpu.vram_gb": "80", "gpu.compute_capability": "9.0", "gpu.ecc": "on", "gpu.mig": "off", "gpu.persistence": "on"}},
 		{"simulated H200", []gpuwarden.GPU{h200}, gpuwarden.Facts{"gpu.count": "1", "gpu.model": "H200",
-			"gpu.vram_gb": "141", "gpu.compute_capability": "9.0", "gpu.ecc": "off", "gpu.mig": "on", "gpu.persistence": "off"}},
+			"gpu.vram_gb": "141", "gpu.compute_capability": "9.0", "gpu.ecc": "off", "gpu.mig": "on", "gpu.persistence": "off",
+			"gpu.mig_layout": "no instances"}},
+		{"MIG layout, one GPU off", []gpuwarden.GPU{h200sliced, h200real}, gpuwarden.Facts{"gpu.count": "2", "gpu.model": "H200,NVIDIA H200",
+			"gpu.vram_gb": "140,141", "gpu.compute_capability": "9.0", "gpu.ecc": "off", "gpu.mig": "mixed", "gpu.persistence": "off",
+			"gpu.mig_layout": "GI 1/CI 0 3g.71gb; GI 2/CI 0 3g.71gb,off"}},
 		{"no model falls back to the name", []gpuwarden.GPU{h200real}, gpuwarden.Facts{"gpu.count": "1",
 			"gpu.model": "NVIDIA H200", "gpu.vram_gb": "140", "gpu.compute_capability": "9.0", "gpu.ecc": "off",
 			"gpu.mig": "off", "gpu.persistence": "off"}},
@@ -466,5 +478,75 @@ func benchCollect(b *testing.B, o Options, key string) {
 		if err != nil || len(notes) > 0 || f[key] == "" {
 			b.Fatalf("err = %v, notes = %q, %s missing", err, notes, key)
 		}
+	}
+}
+
+// TestMIGLayoutDrift: a lock made with one MIG layout finds a box with
+// another as drift, and a box without MIG as well.
+func TestMIGLayoutDrift(t *testing.T) {
+	layout := func(profiles ...string) []gpuwarden.GPU {
+		g := gpuwarden.GPU{Name: "NVIDIA H100 80GB HBM3", Model: "H100-SXM", VRAMBytes: 80 << 30, ComputeCapability: "9.0", MIG: len(profiles) > 0}
+		for i, p := range profiles {
+			g.MIGInstances = append(g.MIGInstances, gpuwarden.MIGInstance{Index: i, GPUInstanceID: i + 1, Profile: p})
+		}
+		return []gpuwarden.GPU{g}
+	}
+	facts := func(gpus []gpuwarden.GPU) gpuwarden.Facts {
+		f, _, err := Options{GPUs: &fakeGPUs{gpus: gpus}}.probeGPUs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	lock := NewLock(facts(layout("3g.40gb", "3g.40gb")), "box", time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name  string
+		now   []gpuwarden.GPU
+		drift []string
+	}{
+		{"same layout", layout("3g.40gb", "3g.40gb"), nil},
+		{"other layout", layout("1g.10gb", "1g.10gb", "1g.10gb"), []string{"gpu.mig_layout"}},
+		{"MIG off", layout(), []string{"gpu.mig", "gpu.mig_layout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(lock, facts(tt.now), nil)
+			var got []string
+			for _, d := range c.Drift {
+				got = append(got, d.Field)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.drift) {
+				t.Errorf("drift %v, want %v (%+v)", got, tt.drift, c.Drift)
+			}
+		})
+	}
+}
+
+// TestXIDSourceNotes: the canary says when an Xid source cannot be read.
+func TestXIDSourceNotes(t *testing.T) {
+	tests := []struct {
+		name    string
+		sources []gpuwarden.XIDSource
+		want    string
+	}{
+		{"both live", nil, ""},
+		{"no kmsg", []gpuwarden.XIDSource{{Name: "kmsg", Reason: "permission denied"}, {Name: "nvml-events", Live: true}},
+			"Xid source unavailable: kmsg unavailable (permission denied)"},
+		{"blind", []gpuwarden.XIDSource{{Name: "kmsg", Reason: "permission denied"}, {Name: "nvml-events", Reason: "not supported"}},
+			"Xid source unavailable: no Xid would be seen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{GPUs: &fakeGPUs{gpus: []gpuwarden.GPU{h100(0)}, sources: tt.sources}}
+			_, notes, err := o.probeGPUs(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(notes, "; ")
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("notes %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

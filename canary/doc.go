@@ -28,6 +28,10 @@
 //	gpu.compute_capability       "9.0"                                    exact       compiled kernels target it
 //	gpu.ecc                      "on", "off" or "mixed"                   exact       ECC off changes results silently
 //	gpu.mig                      "on", "off" or "mixed"                   exact       MIG slices a GPU into smaller ones
+//	gpu.mig_layout               only with MIG on: each GPU's instances   exact       a job sized for 3g.40gb fails on 1g.10gb
+//	                             ("GI 1/CI 0 3g.40gb; GI 2/CI 0 3g.40gb",
+//	                             "off" for a GPU without MIG), distinct,
+//	                             sorted, comma-joined
 //	gpu.persistence              "on", "off" or "mixed"                   exact       off adds seconds to every CUDA start
 //	driver.version               GPUs.Driver ("580.159.04")               same-major  a driver branch keeps its behaviour
 //	cuda.driver_version          newest CUDA the driver runs ("13.0")     at-least    newer drivers run older CUDA builds

@@ -68,7 +68,45 @@ func (o Options) probeGPUs(ctx context.Context) (gpuwarden.Facts, []string, erro
 		}
 	}
 	f["gpu.ecc"], f["gpu.mig"], f["gpu.persistence"] = onOff(ecc), onOff(mig), onOff(persistence)
-	return f, nil, nil
+	// The MIG layout is a fact only where MIG is on, so that locks of
+	// boxes without MIG stay as they were; a lock made with one layout
+	// finds a box with another (or without MIG) as drift.
+	if slices.Contains(mig, true) {
+		var layouts []string
+		for _, g := range gpus {
+			l := gpuwarden.MIGLayout(g.MIGInstances)
+			switch {
+			case !g.MIG:
+				l = "off"
+			case l == "":
+				l = "no instances"
+			}
+			layouts = append(layouts, l)
+		}
+		f["gpu.mig_layout"] = distinct(layouts)
+	}
+	return f, xidNotes(ctx, o.GPUs, gpus[0].Index), nil
+}
+
+// xidNotes says when an Xid source cannot be read: a canary that found no
+// Xid on a box where nothing could have found one must not read as clean.
+func xidNotes(ctx context.Context, gpus gpuwarden.GPUs, index int) []string {
+	h, err := gpus.Health(ctx, index)
+	if err != nil {
+		return []string{"Xid sources unknown: " + err.Error()}
+	}
+	var notes []string
+	switch {
+	case len(h.XIDSources) > 0 && gpuwarden.XIDBlind(h.XIDSources):
+		notes = append(notes, "Xid source unavailable: no Xid would be seen ("+gpuwarden.DescribeXIDSources(h.XIDSources)+")")
+	default:
+		for _, src := range h.XIDSources {
+			if !src.Live {
+				notes = append(notes, "Xid source unavailable: "+gpuwarden.DescribeXIDSources([]gpuwarden.XIDSource{src}))
+			}
+		}
+	}
+	return notes
 }
 
 // distinct joins the distinct non-empty values, sorted: one value when all

@@ -34,8 +34,18 @@ const (
 	FaultVerify = "verify"
 	// FaultHang makes the probe (the CUDA work) block until it is killed.
 	FaultHang = "hang"
-	// FaultNVMLHang makes every NVML-like call block until its deadline.
+	// FaultNVMLHang makes every NVML-like call block until its deadline, as
+	// a driver stuck in a call does. With a duration ("nvml-hang:5s", or
+	// plain seconds) the hang lasts that long from the simulation's start
+	// (the agent's) and then clears, which is what recovery tests need;
+	// without one it never clears.
 	FaultNVMLHang = "nvml-hang"
+	// FaultNoKmsg makes the kernel log unreadable, as without CAP_SYSLOG or
+	// in a container: Health reports the kmsg Xid source as not live.
+	FaultNoKmsg = "no-kmsg"
+	// FaultNoXIDEvents makes NVML's Xid event set unavailable; with
+	// no-kmsg too, no Xid source is live.
+	FaultNoXIDEvents = "no-nvml-events"
 	// FaultNoDriver makes every call fail as on a host without the driver.
 	FaultNoDriver = "nodriver"
 	// FaultBadMem makes the burn-in memory test find errors (3 unless given).
@@ -48,23 +58,33 @@ const (
 )
 
 var faultKinds = []string{FaultXID, FaultECC, FaultRemap, FaultVerify, FaultHang, FaultNVMLHang, FaultNoDriver,
-	FaultBadMem, FaultThrottle, FaultSlowBW}
+	FaultBadMem, FaultThrottle, FaultSlowBW, FaultNoKmsg, FaultNoXIDEvents}
+
+// maxMIG is the most MIG instances one GPU can have (seven 1g slices).
+const maxMIG = 7
 
 // Fault is one planted failure, on one GPU or (GPU −1) on all of them.
 type Fault struct {
 	Kind  string
 	GPU   int
 	Value uint64
+	// For is how long a clearable fault (nvml-hang:5s) lasts; zero is forever.
+	For time.Duration
 }
 
 // Spec describes a simulated host: "2xH100", "8xH200,load=80",
 // "1xH100,fault=xid", "2xA100-80GB,fault=ecc@1", "1xH100,fault=xid:48",
-// "nodriver".
+// "nodriver", "1xH100,load=80,mig=2".
 type Spec struct {
 	Count       int
 	Model       string
 	LoadPercent float64
-	Faults      []Fault
+	// MIG, when above zero, puts every GPU in MIG mode with that many equal
+	// instances: the device's utilization reads as unknown (NVML does not
+	// report it under MIG), its process list as unknown (aggregate only
+	// with privileges), and each instance has its own memory and processes.
+	MIG    int
+	Faults []Fault
 	// Text is the spec as written, for the child process that runs probes.
 	Text string
 }
@@ -75,7 +95,7 @@ func ParseSpec(s string) (Spec, error) {
 	parts := strings.Split(strings.TrimSpace(s), ",")
 	bad := func(format string, args ...any) error {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--simulate %q: %s", s, fmt.Sprintf(format, args...)).
-			WithHint("write COUNTxMODEL[,load=PERCENT][,fault=KIND[:VALUE][@GPU]]… e.g. 2xH100,fault=xid@1; faults: %s",
+			WithHint("write COUNTxMODEL[,load=PERCENT][,mig=INSTANCES][,fault=KIND[:VALUE][@GPU]]… e.g. 2xH100,fault=xid@1 or 1xH100,mig=2,fault=nvml-hang:5s; faults: %s",
 				strings.Join(faultKinds, ", "))
 	}
 	for i, p := range parts {
@@ -101,6 +121,12 @@ func ParseSpec(s string) (Spec, error) {
 				return Spec{}, bad("load=%s is not a percentage from 0 to 100", val)
 			}
 			spec.LoadPercent = f
+		case key == "mig":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > maxMIG {
+				return Spec{}, bad("mig=%s is not a number of MIG instances from 1 to %d", val, maxMIG)
+			}
+			spec.MIG = n
 		case key == "fault":
 			f, err := parseFault(val)
 			if err != nil {
@@ -137,6 +163,17 @@ func parseFault(s string) (Fault, error) {
 	}
 	if !known {
 		return f, fmt.Errorf("unknown fault %q", kind)
+	}
+	if hasVal && kind == FaultNVMLHang {
+		d, err := time.ParseDuration(val)
+		if n, nerr := strconv.ParseUint(val, 10, 32); nerr == nil {
+			d, err = time.Duration(n)*time.Second, nil
+		}
+		if err != nil || d <= 0 {
+			return f, fmt.Errorf("nvml-hang:%s is not a positive duration such as 5s", val)
+		}
+		f.For = d
+		return f, nil
 	}
 	if hasVal {
 		v, err := strconv.ParseUint(val, 10, 64)
@@ -210,12 +247,16 @@ type Sim struct {
 	mu       sync.Mutex
 	busy     map[int]int
 	hotUntil map[int]time.Time
+
+	// created is when the simulation started, in real time: a clearable
+	// hang lasts from here, whatever clock Now is.
+	created time.Time
 }
 
 // New builds the simulated host of a parsed spec.
 func New(spec Spec) *Sim {
 	g, _ := specFor(spec.Model)
-	return &Sim{spec: spec, gpu: g, info: models[spec.Model], Now: time.Now, boot: time.Now().Add(-time.Hour),
+	return &Sim{spec: spec, gpu: g, info: models[spec.Model], Now: time.Now, boot: time.Now().Add(-time.Hour), created: time.Now(),
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			t := time.NewTimer(d)
 			defer t.Stop()
@@ -238,9 +279,10 @@ func (s *Sim) call(ctx context.Context, what string) error {
 		return gpuwarden.Errorf(gpuwarden.EEnvironment, "no NVIDIA driver: libnvidia-ml.so.1 not found (simulated)").
 			WithHint("install the NVIDIA driver, or pass --cpu-ok on a host without GPUs")
 	}
-	if _, ok := s.spec.has(FaultNVMLHang, -1); ok {
+	if f, ok := s.spec.has(FaultNVMLHang, -1); ok && (f.For == 0 || time.Since(s.created) < f.For) {
 		<-ctx.Done()
-		return gpuwarden.Errorf(gpuwarden.EEnvironment, "nvml call timed out: %s (simulated hang)", what)
+		return &gpuwarden.Error{Code: gpuwarden.EEnvironment, Message: "nvml call timed out: " + what + " (simulated hang)",
+			Err: fmt.Errorf("%w: %w", gpuwarden.ErrNoAnswer, ctx.Err())}
 	}
 	return ctx.Err()
 }
@@ -271,8 +313,27 @@ func (s *Sim) List(ctx context.Context) ([]gpuwarden.GPU, error) {
 			Model: s.spec.Model, Serial: fmt.Sprintf("165%010d", i), BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10),
 			VRAMBytes: uint64(s.gpu.VRAMGB * (1 << 30)), ComputeCapability: s.info.cc, PCIeGen: s.info.pcieGen, PCIeWidth: 16,
 			Persistence: true, ECC: s.spec.Model != "RTX-4090", PowerLimitWatts: s.gpu.TDPWatts}
+		if s.spec.MIG > 0 {
+			out[i].MIG, out[i].MIGInstances = true, s.migLayout(i)
+		}
 	}
 	return out, nil
+}
+
+// migLayout splits a GPU into equal instances: seven compute slices and
+// the memory shared out, named as nvidia-smi names profiles ("3g.40gb").
+// Real profiles round memory to the card's slices; this is close enough
+// for policies, which read memory used against the instance's own total.
+func (s *Sim) migLayout(i int) []gpuwarden.MIGInstance {
+	n := s.spec.MIG
+	total := uint64(s.gpu.VRAMGB*(1<<30)) / uint64(n)
+	profile := fmt.Sprintf("%dg.%.0fgb", maxMIG/n, s.gpu.VRAMGB/float64(n))
+	out := make([]gpuwarden.MIGInstance, n)
+	for m := range out {
+		out[m] = gpuwarden.MIGInstance{Index: m, UUID: fmt.Sprintf("MIG-5151a000-%04d-4000-8000-%012d", i, m),
+			GPUInstanceID: m + 1, ComputeInstanceID: 0, Profile: profile, MemTotalBytes: total}
+	}
+	return out
 }
 
 // Sample returns telemetry that follows the spec's load.
@@ -307,7 +368,30 @@ func (s *Sim) Sample(ctx context.Context, i int) (gpuwarden.Telemetry, error) {
 		t.TempC, t.SMClockMHz = 91, 1410
 		t.ThrottleReasons = []string{"hw_thermal_slowdown"}
 	}
+	if s.spec.MIG > 0 {
+		s.migSample(&t, i, load)
+	}
 	return t, nil
+}
+
+// migSample is what NVML gives for a GPU in MIG mode: no device
+// utilization, no device process list for an unprivileged caller, and per
+// instance its memory and processes. Instance utilization would come from
+// GPM, which the simulation does not model, so it stays unknown.
+func (s *Sim) migSample(t *gpuwarden.Telemetry, i int, load float64) {
+	t.UtilPercent, t.MemUtilPercent, t.Processes = 0, 0, nil
+	t.SetUnknown(gpuwarden.FieldUtil, gpuwarden.UnknownMIG)
+	t.SetUnknown(gpuwarden.FieldMemUtil, gpuwarden.UnknownMIG)
+	t.SetUnknown(gpuwarden.FieldProcesses, gpuwarden.UnknownNoPermission)
+	for m, inst := range s.migLayout(i) {
+		ms := gpuwarden.MIGSample{MIGInstance: inst}
+		ms.SetUnknown(gpuwarden.FieldUtil, gpuwarden.UnknownNotSupported)
+		if load > 0 {
+			ms.MemUsedBytes = uint64(float64(inst.MemTotalBytes) * load * 0.9)
+			ms.Processes = []gpuwarden.GPUProcess{{PID: 5000 + 10*i + m, Name: "python", UsedBytes: ms.MemUsedBytes}}
+		}
+		t.MIG = append(t.MIG, ms)
+	}
 }
 
 // Health reports the planted faults.
@@ -328,7 +412,22 @@ func (s *Sim) Health(ctx context.Context, i int) (gpuwarden.Health, error) {
 	if f, ok := s.spec.has(FaultXID, i); ok {
 		h.XIDs = []gpuwarden.XIDEvent{{Index: i, XID: f.Value, Time: s.boot.Add(30 * time.Minute)}}
 	}
+	if s.spec.MIG > 0 {
+		// nvml.h: row remapping is NOT_SUPPORTED on a GPU in MIG mode.
+		h.RemapPending = false
+		h.Unknown = map[string]string{"remap_pending": gpuwarden.UnknownMIG, "remap_failed": gpuwarden.UnknownMIG}
+	}
+	h.XIDSources = []gpuwarden.XIDSource{{Name: gpuwarden.XIDSourceKmsg, Live: true}, {Name: gpuwarden.XIDSourceNVMLEvents, Live: true}}
+	if hasFault(s.spec, FaultNoKmsg, i) {
+		h.XIDSources[0] = gpuwarden.XIDSource{Name: gpuwarden.XIDSourceKmsg, Reason: "open /dev/kmsg: permission denied (simulated)"}
+	}
+	if hasFault(s.spec, FaultNoXIDEvents, i) {
+		h.XIDSources[1] = gpuwarden.XIDSource{Name: gpuwarden.XIDSourceNVMLEvents, Reason: "nvmlDeviceRegisterEvents: not supported (simulated)"}
+	}
 	h.Counters = s.counters(h)
+	if s.spec.MIG > 0 {
+		h.Counters.RemappedRowsCorrectable, h.Counters.RemappedRowsUncorrectable = nil, nil
+	}
 	return h, nil
 }
 

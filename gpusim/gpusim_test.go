@@ -2,6 +2,8 @@ package gpusim
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,11 @@ func TestParseSpec(t *testing.T) {
 		{in: "2xH100,fault=xid@2", wantErr: "fault on GPU 2, but there are only 2"},
 		{in: "2xH100,load=120", wantErr: "not a percentage"},
 		{in: "2xH100,colour=red", wantErr: `unknown part "colour=red"`},
+		{in: "1xH100,load=80,mig=2", count: 1, model: "H100-SXM"},
+		{in: "1xH100,fault=nvml-hang:5s,fault=no-kmsg", count: 1, model: "H100-SXM", faults: "nvml-hang:0@-1 no-kmsg:0@-1"},
+		{in: "1xH100,mig=8", wantErr: "from 1 to 7"},
+		{in: "1xH100,mig=two", wantErr: "not a number of MIG instances"},
+		{in: "1xH100,fault=nvml-hang:soon", wantErr: "not a positive duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -129,6 +136,105 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+func TestHangParsesItsDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"1xH100,fault=nvml-hang", 0},
+		{"1xH100,fault=nvml-hang:5s", 5 * time.Second},
+		{"1xH100,fault=nvml-hang:3", 3 * time.Second},
+		{"1xH100,fault=nvml-hang:250ms", 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		spec, err := ParseSpec(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.Faults[0].For; got != tt.want {
+			t.Errorf("%s: hang for %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestHangClears: a hang with a duration blocks every call until its
+// deadline, then the simulated driver answers again.
+func TestHangClears(t *testing.T) {
+	s := mustSim(t, "1xH100,fault=nvml-hang:300ms")
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := s.Sample(short, 0)
+	if !errors.Is(err, gpuwarden.ErrNoAnswer) || gpuwarden.UnknownReasonOf(err) != gpuwarden.UnknownTimeout {
+		t.Fatalf("hung Sample err = %v, want ErrNoAnswer", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := s.Sample(context.Background(), 0); err != nil {
+		t.Errorf("Sample after the hang cleared: %v", err)
+	}
+}
+
+// TestMIG: under MIG the device's utilization and process list are
+// unknown, never 0, and each instance has its memory and processes.
+func TestMIG(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		spec      string
+		procs     int
+		usedAbove uint64
+	}{{"1xH100,load=80,mig=2", 1, 25 << 30}, {"1xH100,mig=2", 0, 0}} {
+		s := mustSim(t, tt.spec)
+		gpus, _ := s.List(ctx)
+		if !gpus[0].MIG || len(gpus[0].MIGInstances) != 2 || gpus[0].MIGInstances[1].Profile != "3g.40gb" {
+			t.Fatalf("%s: inventory %+v", tt.spec, gpus[0])
+		}
+		tel, err := s.Sample(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tel.Known(gpuwarden.FieldUtil) || tel.Known(gpuwarden.FieldProcesses) || tel.Unknown[gpuwarden.FieldUtil] != gpuwarden.UnknownMIG {
+			t.Errorf("%s: device util/processes known under MIG: %+v", tt.spec, tel.Unknown)
+		}
+		if len(tel.MIG) != 2 {
+			t.Fatalf("%s: %d MIG samples, want 2", tt.spec, len(tel.MIG))
+		}
+		for _, m := range tel.MIG {
+			if len(m.Processes) != tt.procs || (tt.usedAbove > 0 && m.MemUsedBytes < tt.usedAbove) || m.Known(gpuwarden.FieldUtil) {
+				t.Errorf("%s: instance %+v", tt.spec, m)
+			}
+		}
+		b, _ := json.Marshal(tel)
+		if !strings.Contains(string(b), `"util_percent":null`) {
+			t.Errorf("%s: JSON writes unknown utilization as a number: %s", tt.spec, b)
+		}
+		h, _ := s.Health(ctx, 0)
+		if _, unknown := h.Unknown["remap_pending"]; !unknown {
+			t.Errorf("%s: row remap known under MIG: %+v", tt.spec, h)
+		}
+	}
+}
+
+func TestXIDSources(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		spec  string
+		blind bool
+		kmsg  bool
+	}{
+		{"1xH100", false, true},
+		{"1xH100,fault=no-kmsg", false, false},
+		{"1xH100,fault=no-kmsg,fault=no-nvml-events", true, false},
+	}
+	for _, tt := range tests {
+		h, err := mustSim(t, tt.spec).Health(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gpuwarden.XIDBlind(h.XIDSources); got != tt.blind || h.XIDSources[0].Live != tt.kmsg {
+			t.Errorf("%s: sources %+v, blind %v, want blind %v kmsg %v", tt.spec, h.XIDSources, got, tt.blind, tt.kmsg)
+		}
+	}
+}
+
 func TestProbe(t *testing.T) {
 	ctx := context.Background()
 	s := mustSim(t, "1xH200")
@@ -152,4 +258,30 @@ func TestProbe(t *testing.T) {
 	if _, err := mustSim(t, "1xH100,fault=hang").Probe(short, req); err == nil {
 		t.Error("hang fault returned no error")
 	}
+}
+
+// FuzzParseSpec: any text either parses into a spec the simulation can
+// build, or is an invalid-input error; it never panics.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{"2xH100", "1xH100,load=80,mig=2", "1xH100,fault=nvml-hang:5s,fault=no-kmsg", "nodriver",
+		"2xA100-80GB,fault=ecc@1,fault=xid:48@0", "1xH100,mig=0", "1xH100,fault=nvml-hang:-1s", "x,,=", "1xH100,fault=xid:@"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := ParseSpec(s)
+		if err != nil {
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				t.Fatalf("ParseSpec(%q) = %v, not an invalid-input error", s, err)
+			}
+			return
+		}
+		if spec.Count < 1 || spec.MIG < 0 || spec.MIG > maxMIG {
+			t.Fatalf("ParseSpec(%q) = %+v out of range", s, spec)
+		}
+		for _, f := range spec.Faults {
+			if f.For < 0 || f.GPU >= spec.Count {
+				t.Fatalf("ParseSpec(%q) fault %+v out of range", s, f)
+			}
+		}
+	})
 }

@@ -83,8 +83,12 @@ type dashboardView struct {
 	Jobs                               []jobRow
 	Charts                             []chart
 	HistoryError                       string
-	StyleURL, ScriptURL                string
-	Refresh                            int
+	// Warnings are what the agent cannot see: telemetry lost, no Xid source.
+	Warnings []string
+	// GPUsUnknown: the driver has not answered yet, so "no GPUs" would be a guess.
+	GPUsUnknown         bool
+	StyleURL, ScriptURL string
+	Refresh             int
 }
 
 type gpuRow struct {
@@ -95,8 +99,20 @@ type gpuRow struct {
 	UtilValue, MemValue         string
 	Memory, Power, Temp, Clocks string
 	Processes                   []string
-	Throttle                    []string
-	Throttled                   bool
+	// ProcessesUnknown says why the process list could not be read.
+	ProcessesUnknown string
+	Throttle         []string
+	Throttled        bool
+	MIG              []migRow
+}
+
+// migRow is one MIG instance under its GPU.
+type migRow struct {
+	Name, Profile, UUID string
+	Util, Memory        string
+	MemValue            string
+	Processes           []string
+	ProcessesUnknown    string
 }
 
 type hostRow struct {
@@ -247,7 +263,52 @@ func buildView(st gpuwarden.AgentStatus, now time.Time, samples []gpuwarden.Node
 			NotDurable: j.Sync != nil && !j.Sync.Durable && j.Sync.NewestCommitted != ""})
 	}
 	v.Charts = buildCharts(st, samples, now)
+	v.Warnings = st.Warnings
+	v.GPUsUnknown = !st.CPUOnly && len(st.GPUs) == 0 && st.Telemetry.Failures > 0
 	return v
+}
+
+// unknownCell is what a table shows for a field the driver did not give:
+// the word and the reason, never a 0 that reads like an idle card.
+func unknownCell(reason string) string {
+	return "unknown (" + gpuwarden.UnknownText(reason) + ")"
+}
+
+// processList names processes for a table cell.
+func processList(ps []gpuwarden.GPUProcess) []string {
+	var out []string
+	for _, p := range ps {
+		name := p.Name
+		if name == "" {
+			name = "?"
+		}
+		out = append(out, fmt.Sprintf("%s (pid %d, %s)", name, p.PID, fmtBytes(float64(p.UsedBytes))))
+	}
+	return out
+}
+
+// migRows are a GPU's MIG instances for the table.
+func migRows(t gpuwarden.Telemetry) []migRow {
+	var rows []migRow
+	for _, m := range t.MIG {
+		r := migRow{Name: fmt.Sprintf("%d/%d", t.Index, m.Index), Profile: m.Profile, UUID: m.UUID}
+		if r.Util = unknownCell(m.Unknown[gpuwarden.FieldUtil]); m.Known(gpuwarden.FieldUtil) {
+			r.Util = fmtPct(m.UtilPercent)
+		}
+		if r.Memory = unknownCell(m.Unknown[gpuwarden.FieldMemUsed]); m.Known(gpuwarden.FieldMemUsed) {
+			r.Memory = fmtBytes(float64(m.MemUsedBytes)) + " / " + fmtBytes(float64(m.MemTotalBytes))
+			if m.MemTotalBytes > 0 {
+				r.MemValue = fmtNum(clamp(100*float64(m.MemUsedBytes)/float64(m.MemTotalBytes), 0, 100))
+			}
+		}
+		if m.Known(gpuwarden.FieldProcesses) {
+			r.Processes = processList(m.Processes)
+		} else {
+			r.ProcessesUnknown = unknownCell(m.Unknown[gpuwarden.FieldProcesses])
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 func gpuRows(st gpuwarden.AgentStatus) []gpuRow {
@@ -268,25 +329,42 @@ func gpuRows(st gpuwarden.AgentStatus) []gpuRow {
 			total = g.VRAMBytes
 		}
 		row.HasSample = true
-		row.Util, row.UtilValue = fmtPct(t.UtilPercent), fmtNum(clamp(t.UtilPercent, 0, 100))
-		row.MemUtil = fmtPct(t.MemUtilPercent)
-		if total > 0 {
-			row.MemValue = fmtNum(clamp(100*float64(t.MemUsedBytes)/float64(total), 0, 100))
+		// A field the driver did not give shows as unknown with the reason
+		// and no meter, never as a 0.
+		unknown := func(field string) (string, bool) {
+			r, ok := t.Unknown[field]
+			return unknownCell(r), ok
 		}
-		row.Memory = fmtBytes(float64(t.MemUsedBytes)) + " / " + fmtBytes(float64(total))
-		row.Power = fmt.Sprintf("%.0f W", t.PowerWatts)
-		if g.PowerLimitWatts > 0 {
-			row.Power += fmt.Sprintf(" / %.0f W", g.PowerLimitWatts)
+		if row.Util, ok = unknown(gpuwarden.FieldUtil); !ok {
+			row.Util, row.UtilValue = fmtPct(t.UtilPercent), fmtNum(clamp(t.UtilPercent, 0, 100))
 		}
-		row.Temp = fmt.Sprintf("%.0f °C", t.TempC)
-		row.Clocks = fmt.Sprintf("SM %d MHz, mem %d MHz", t.SMClockMHz, t.MemClockMHz)
-		for _, p := range t.Processes {
-			name := p.Name
-			if name == "" {
-				name = "?"
+		if row.MemUtil, ok = unknown(gpuwarden.FieldMemUtil); !ok {
+			row.MemUtil = fmtPct(t.MemUtilPercent)
+		}
+		if row.Memory, ok = unknown(gpuwarden.FieldMemUsed); !ok {
+			if total > 0 {
+				row.MemValue = fmtNum(clamp(100*float64(t.MemUsedBytes)/float64(total), 0, 100))
 			}
-			row.Processes = append(row.Processes, fmt.Sprintf("%s (pid %d, %s)", name, p.PID, fmtBytes(float64(p.UsedBytes))))
+			row.Memory = fmtBytes(float64(t.MemUsedBytes)) + " / " + fmtBytes(float64(total))
 		}
+		if row.Power, ok = unknown(gpuwarden.FieldPower); !ok {
+			row.Power = fmt.Sprintf("%.0f W", t.PowerWatts)
+			if g.PowerLimitWatts > 0 {
+				row.Power += fmt.Sprintf(" / %.0f W", g.PowerLimitWatts)
+			}
+		}
+		if row.Temp, ok = unknown(gpuwarden.FieldTemp); !ok {
+			row.Temp = fmt.Sprintf("%.0f °C", t.TempC)
+		}
+		if row.Clocks, ok = unknown(gpuwarden.FieldSMClock); !ok {
+			row.Clocks = fmt.Sprintf("SM %d MHz, mem %d MHz", t.SMClockMHz, t.MemClockMHz)
+		}
+		if why, unread := unknown(gpuwarden.FieldProcesses); unread {
+			row.ProcessesUnknown = why
+		} else {
+			row.Processes = processList(t.Processes)
+		}
+		row.MIG = migRows(t)
 		row.Throttle = t.ThrottleReasons
 		row.Throttled = throttled(t.ThrottleReasons)
 		rows = append(rows, row)
@@ -395,6 +473,12 @@ func buildCharts(st gpuwarden.AgentStatus, samples []gpuwarden.NodeSample, now t
 	var indices []int
 	names := map[int]string{}
 	for _, g := range st.GPUs {
+		if g.MIG {
+			// The ledger keeps numbers only, and a MIG GPU has no device
+			// utilization: its history would draw an unknown as 0 %.
+			names[g.Index] = ""
+			continue
+		}
 		indices = append(indices, g.Index)
 		names[g.Index] = fmt.Sprintf("GPU %d %s", g.Index, modelOf(g))
 	}
@@ -414,7 +498,7 @@ func buildCharts(st gpuwarden.AgentStatus, samples []gpuwarden.NodeSample, now t
 			series = append(series, seriesSpec{name: names[idx], value: func(s gpuwarden.NodeSample) (float64, bool) {
 				for _, t := range s.GPUs {
 					if t.Index == idx {
-						return t.UtilPercent, true
+						return t.UtilPercent, t.Known(gpuwarden.FieldUtil)
 					}
 				}
 				return 0, false

@@ -127,6 +127,9 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range unknownDescs {
+		ch <- d
+	}
 }
 
 // Collect takes one status snapshot so that all series of a scrape agree.
@@ -150,16 +153,26 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		if memTotal == 0 {
 			memTotal = float64(g.VRAMBytes)
 		}
-		gauge(descGPUUtil, t.UtilPercent/100, l...)
-		gauge(descGPUMemUtil, t.MemUtilPercent/100, l...)
-		gauge(descGPUMemUsed, float64(t.MemUsedBytes), l...)
-		gauge(descGPUMemTotal, memTotal, l...)
-		gauge(descGPUPower, t.PowerWatts, l...)
-		gauge(descGPUTemp, t.TempC, l...)
-		gauge(descGPUSMClock, float64(t.SMClockMHz)*1e6, l...)
-		gauge(descGPUThrottled, boolFloat(throttled(t.ThrottleReasons)), l...)
-		gauge(descGPUProcs, float64(len(t.Processes)), l...)
+		// An unknown field exports no sample: an absent series, with
+		// gpuwarden_gpu_field_unknown saying why, never a 0.
+		known := func(d *prometheus.Desc, field string, v float64) {
+			if t.Known(field) {
+				gauge(d, v, l...)
+			}
+		}
+		known(descGPUUtil, gpuwarden.FieldUtil, t.UtilPercent/100)
+		known(descGPUMemUtil, gpuwarden.FieldMemUtil, t.MemUtilPercent/100)
+		known(descGPUMemUsed, gpuwarden.FieldMemUsed, float64(t.MemUsedBytes))
+		if memTotal > 0 {
+			gauge(descGPUMemTotal, memTotal, l...)
+		}
+		known(descGPUPower, gpuwarden.FieldPower, t.PowerWatts)
+		known(descGPUTemp, gpuwarden.FieldTemp, t.TempC)
+		known(descGPUSMClock, gpuwarden.FieldSMClock, float64(t.SMClockMHz)*1e6)
+		known(descGPUThrottled, gpuwarden.FieldThrottle, boolFloat(throttled(t.ThrottleReasons)))
+		known(descGPUProcs, gpuwarden.FieldProcesses, float64(len(t.Processes)))
 	}
+	collectUnknown(ch, st, inventory)
 
 	// Before the first tick there is no host reading; absent beats a false 0.
 	if h := st.Last.Host; !st.Last.Time.IsZero() || !h.Time.IsZero() {

@@ -36,6 +36,11 @@ func TestMetricsDocumented(t *testing.T) {
 	st := healthStatus()
 	st.Health[1].Counters.RetiredPages = u64(2)
 	st.Last.Host.Counters = &gpuwarden.HostCounters{HasDisk: true, HasNet: true}
+	// An unread field and the Xid sources.
+	st.Last.GPUs[0].Unknown = map[string]string{"util_percent": gpuwarden.UnknownMIG}
+	st.XIDSources = []gpuwarden.XIDSource{{Name: gpuwarden.XIDSourceKmsg, Live: true}}
+	// A MIG instance, read in full.
+	st.Last.GPUs[0].MIG = []gpuwarden.MIGSample{{MIGInstance: gpuwarden.MIGInstance{Index: 0, UUID: "MIG-0", Profile: "3g.40gb", MemTotalBytes: 40 << 30}, UtilPercent: 50, MemUsedBytes: 1 << 30}}
 	mfs, err := newRegistry(func() gpuwarden.AgentStatus { return st }, func() gpuwarden.Node { return healthNode }).Gather()
 	if err != nil {
 		t.Fatal(err)

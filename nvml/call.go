@@ -20,6 +20,9 @@ type call struct {
 	g     *GPUs
 	index int   // the GPU being read, -1 for system queries
 	err   error // the first failure; later queries are skipped
+	// why is the gpuwarden.Unknown reason of the last query that gave no
+	// value, for the caller to mark its field unknown.
+	why   string
 	fn    atomic.Pointer[string]
 	start time.Time
 
@@ -60,23 +63,53 @@ func (c *call) fail(fn string, ret gonvml.Return) error {
 }
 
 // get runs one NVML query named after its C function. It reports ok only on
-// success; ERROR_NOT_SUPPORTED and a missing symbol give the zero value and
-// no error, any other failure is kept in c.err and skips the queries after it.
+// success; ERROR_NOT_SUPPORTED, a missing symbol and ERROR_NO_PERMISSION
+// give the zero value and no error, with c.why saying which, so that the
+// caller marks the field unknown rather than zero; any other failure is
+// kept in c.err and skips the queries after it.
 func get[T any](c *call, fn string, query func() (T, gonvml.Return)) (T, bool) {
 	var zero T
-	if c.err != nil || !c.g.has(fn) {
+	if c.err != nil {
+		c.why = gpuwarden.UnknownError
+		return zero, false
+	}
+	if !c.g.has(fn) {
+		c.why = gpuwarden.UnknownNotSupported
 		return zero, false
 	}
 	c.enter(fn)
 	v, ret := query()
 	switch ret {
 	case gonvml.SUCCESS:
+		c.why = ""
 		return v, true
 	case gonvml.ERROR_NOT_SUPPORTED, gonvml.ERROR_FUNCTION_NOT_FOUND:
+		c.why = gpuwarden.UnknownNotSupported
+		return zero, false
+	case gonvml.ERROR_NO_PERMISSION:
+		c.why = gpuwarden.UnknownNoPermission
 		return zero, false
 	}
+	c.why = gpuwarden.UnknownError
 	c.err = c.fail(fn, ret)
 	return zero, false
+}
+
+// try is get for optional extras (GPM): any failure only leaves the value
+// unknown, with c.why saying why, and never fails the whole call, so that
+// a counter the card does badly cannot blind the agent to the rest.
+func try[T any](c *call, fn string, query func() (T, gonvml.Return)) (T, bool) {
+	if c.err != nil {
+		var zero T
+		c.why = gpuwarden.UnknownError
+		return zero, false
+	}
+	v, ok := get(c, fn, query)
+	if c.err != nil {
+		c.g.log.Debug("optional nvml query failed", "gpu", c.index, "err", c.err)
+		c.err = nil
+	}
+	return v, ok
 }
 
 // result carries a call's outcome back to the waiting method.
@@ -99,6 +132,7 @@ func run[T any](ctx context.Context, g *GPUs, op string, index int, body func(*c
 			Code:    gpuwarden.EEnvironment,
 			Message: fmt.Sprintf("nvml is stuck in %s for %s", name, since.Round(time.Millisecond)),
 			Hint:    "the driver stopped answering; restart the process, and reset the GPU if it recurs",
+			Err:     gpuwarden.ErrNoAnswer,
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -141,7 +175,7 @@ func timeoutError(fn string, err error) error {
 		Code:    gpuwarden.EEnvironment,
 		Message: msg,
 		Hint:    "the driver did not answer in time; check nvidia-smi and dmesg for Xid errors",
-		Err:     err,
+		Err:     fmt.Errorf("%w: %w", gpuwarden.ErrNoAnswer, err),
 	}
 }
 

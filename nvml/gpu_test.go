@@ -17,6 +17,8 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuwarden/gpuwarden"
 )
 
 // openReal opens the real NVML or fails: the gpu tag promises a GPU.
@@ -134,5 +136,100 @@ func BenchmarkSampleNVMLCore(b *testing.B) {
 		dev.GetPowerUsage()
 		dev.GetTemperature(gonvml.TEMPERATURE_GPU)
 		dev.GetMemoryInfo()
+	}
+}
+
+// TestGPUMIG checks MIG enumeration on a GPU in MIG mode: the layout in
+// the inventory, per-instance memory and processes in the sample, the
+// device's utilization unknown (not 0), and GPM utilization from the
+// second sample where the card has GPM. It skips when no GPU is in MIG mode.
+func TestGPUMIG(t *testing.T) {
+	g := openReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gpus, err := g.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	found := false
+	for _, gpu := range gpus {
+		if !gpu.MIG {
+			continue
+		}
+		found = true
+		t.Logf("gpu %d MIG layout: %s", gpu.Index, gpuwarden.MIGLayout(gpu.MIGInstances))
+		if len(gpu.MIGInstances) == 0 {
+			t.Logf("gpu %d: MIG on but no instance created (nvidia-smi mig -cgi … -C)", gpu.Index)
+			continue
+		}
+		for _, m := range gpu.MIGInstances {
+			if m.UUID == "" || m.Profile == "" || m.MemTotalBytes == 0 {
+				t.Errorf("gpu %d: MIG instance incomplete: %+v", gpu.Index, m)
+			}
+		}
+		first, err := g.Sample(ctx, gpu.Index)
+		if err != nil {
+			t.Fatalf("Sample(%d): %v", gpu.Index, err)
+		}
+		if first.Known(gpuwarden.FieldUtil) {
+			t.Logf("gpu %d: the driver reports device utilization under MIG (%.0f%%)", gpu.Index, first.UtilPercent)
+		}
+		if len(first.MIG) != len(gpu.MIGInstances) {
+			t.Errorf("gpu %d: %d MIG samples, inventory has %d", gpu.Index, len(first.MIG), len(gpu.MIGInstances))
+		}
+		time.Sleep(time.Second)
+		second, err := g.Sample(ctx, gpu.Index)
+		if err != nil {
+			t.Fatalf("Sample(%d): %v", gpu.Index, err)
+		}
+		t.Logf("sample %d under MIG: %s", gpu.Index, pretty(second))
+		for _, m := range second.MIG {
+			if !m.Known(gpuwarden.FieldMemUsed) {
+				t.Errorf("gpu %d MIG %d: memory unknown (%s)", gpu.Index, m.Index, m.Unknown[gpuwarden.FieldMemUsed])
+			}
+			if gpu.ComputeCapability >= "9.0" && !m.Known(gpuwarden.FieldUtil) {
+				t.Logf("gpu %d MIG %d: no GPM utilization on a %s card (%s)", gpu.Index, m.Index, gpu.ComputeCapability, m.Unknown[gpuwarden.FieldUtil])
+			}
+		}
+		h, err := g.Health(ctx, gpu.Index)
+		if err != nil {
+			t.Fatalf("Health(%d): %v", gpu.Index, err)
+		}
+		t.Logf("health %d under MIG: %s", gpu.Index, pretty(h))
+	}
+	if !found {
+		t.Skip("no GPU in MIG mode: enable it with nvidia-smi -i 0 -mig 1 to run this test")
+	}
+}
+
+// TestGPUXIDEvents checks that NVML's Xid event set registers and says
+// which Xid sources are live. It cannot make an Xid happen; it proves the
+// registration and the source report, and prints them.
+func TestGPUXIDEvents(t *testing.T) {
+	g := openReal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	g.WatchXIDEvents(ctx)
+	t.Logf("event set registered in %s", time.Since(start))
+	h, err := g.Health(ctx, 0)
+	if err != nil {
+		t.Fatalf("Health: %v", err)
+	}
+	t.Logf("xid sources: %s", gpuwarden.DescribeXIDSources(h.XIDSources))
+	var events gpuwarden.XIDSource
+	for _, s := range h.XIDSources {
+		if s.Name == gpuwarden.XIDSourceNVMLEvents {
+			events = s
+		}
+	}
+	if !events.Live {
+		t.Errorf("nvml Xid events not live: %s", events.Reason)
+	}
+	// A second read must come back fast: the watch runs on its own goroutine
+	// and nvmlEventSetWait is bounded.
+	start = time.Now()
+	if _, err := g.Health(ctx, 0); err != nil || time.Since(start) > time.Second {
+		t.Errorf("second Health: %v after %s", err, time.Since(start))
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,6 +44,14 @@ var checkedSymbols = []string{
 	"nvmlDeviceGetMigMode",                   // R450, Ampere
 	"nvmlDeviceGetRemappedRows",              // R460, Ampere
 	"nvmlDeviceGetCurrentClocksEventReasons", // R535, replaces ...ThrottleReasons
+	"nvmlDeviceGetMaxMigDeviceCount",         // R450, Ampere
+	"nvmlDeviceGetMigDeviceHandleByIndex",    // R450
+	"nvmlDeviceGetGpuInstanceId",             // R450
+	"nvmlDeviceGetComputeInstanceId",         // R450
+	"nvmlGpmQueryDeviceSupport",              // R520, Hopper
+	"nvmlGpmSampleAlloc",                     // R520
+	"nvmlGpmMigSampleGet",                    // R520
+	"nvmlGpmMetricsGet",                      // R520
 }
 
 // GPUs reads the NVIDIA GPUs of this host through NVML.
@@ -65,8 +72,14 @@ type GPUs struct {
 	mu      sync.Mutex
 	handles map[int]gonvml.Device // device handles stay valid until Shutdown
 	stuck   map[*call]struct{}    // abandoned calls still inside the driver
+	// gpm keeps each MIG GPU instance's last GPM sample, the start of the
+	// next utilization interval; gpmSupport whether a GPU has GPM.
+	gpm        map[gpmKey]gonvml.GpmSample
+	gpmSupport map[int]bool
 
-	kmsg      kernelLog // Xids followed across Health calls
+	kmsg      kernelLog     // Xids followed across Health calls
+	events    eventWatch    // Xids from NVML's event set
+	eventWait time.Duration // how long one nvmlEventSetWait blocks
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool
@@ -101,6 +114,9 @@ func newGPUs(lib gonvml.Interface, log *slog.Logger) (*GPUs, error) {
 		closeTimeout: 5 * time.Second,
 		handles:      make(map[int]gonvml.Device),
 		stuck:        make(map[*call]struct{}),
+		gpm:          make(map[gpmKey]gonvml.GpmSample),
+		gpmSupport:   make(map[int]bool),
+		eventWait:    500 * time.Millisecond,
 	}
 	ext := lib.Extensions()
 	for _, sym := range checkedSymbols {
@@ -201,11 +217,11 @@ func inventory(c *call, index int, dev gonvml.Device) gpuwarden.GPU {
 	}
 	gpu.PCIeGen, _ = get(c, "nvmlDeviceGetMaxPcieLinkGeneration", dev.GetMaxPcieLinkGeneration)
 	gpu.PCIeWidth, _ = get(c, "nvmlDeviceGetMaxPcieLinkWidth", dev.GetMaxPcieLinkWidth)
-	if mode, ok := get(c, "nvmlDeviceGetMigMode", func() (int, gonvml.Return) {
-		current, _, ret := dev.GetMigMode()
-		return current, ret
-	}); ok {
-		gpu.MIG = mode == gonvml.DEVICE_MIG_ENABLE
+	gpu.MIG, _ = migMode(c, dev)
+	if gpu.MIG {
+		for _, m := range migDevices(c, dev) {
+			gpu.MIGInstances = append(gpu.MIGInstances, m.inst)
+		}
 	}
 	if mode, ok := get(c, "nvmlDeviceGetPersistenceMode", dev.GetPersistenceMode); ok {
 		gpu.Persistence = mode == gonvml.FEATURE_ENABLED
@@ -280,30 +296,55 @@ func (g *GPUs) Sample(ctx context.Context, index int) (gpuwarden.Telemetry, erro
 		if err != nil {
 			return t, err
 		}
+		// Every field the driver does not give is marked unknown with its
+		// reason; under MIG, utilization is "not currently supported"
+		// (nvml.h) and reads as unknown because of MIG, not as 0.
+		mig, _ := migMode(c, dev)
+		unknown := func(field string) {
+			why := c.why
+			if mig && why == gpuwarden.UnknownNotSupported {
+				why = gpuwarden.UnknownMIG
+			}
+			t.SetUnknown(field, why)
+		}
 		if u, ok := get(c, "nvmlDeviceGetUtilizationRates", dev.GetUtilizationRates); ok {
 			t.UtilPercent = float64(u.Gpu)
 			t.MemUtilPercent = float64(u.Memory)
+		} else {
+			unknown(gpuwarden.FieldUtil)
+			unknown(gpuwarden.FieldMemUtil)
 		}
 		if m, ok := get(c, "nvmlDeviceGetMemoryInfo", dev.GetMemoryInfo); ok {
 			t.MemUsedBytes, t.MemTotalBytes = m.Used, m.Total
+		} else {
+			unknown(gpuwarden.FieldMemUsed)
+			unknown(gpuwarden.FieldMemTotal)
 		}
 		if mw, ok := get(c, "nvmlDeviceGetPowerUsage", dev.GetPowerUsage); ok {
 			t.PowerWatts = float64(mw) / 1000
+		} else {
+			unknown(gpuwarden.FieldPower)
 		}
 		if temp, ok := get(c, "nvmlDeviceGetTemperature", func() (uint32, gonvml.Return) {
 			return dev.GetTemperature(gonvml.TEMPERATURE_GPU)
 		}); ok {
 			t.TempC = float64(temp)
+		} else {
+			unknown(gpuwarden.FieldTemp)
 		}
 		if mhz, ok := get(c, "nvmlDeviceGetClockInfo", func() (uint32, gonvml.Return) {
 			return dev.GetClockInfo(gonvml.CLOCK_SM)
 		}); ok {
 			t.SMClockMHz = int(mhz)
+		} else {
+			unknown(gpuwarden.FieldSMClock)
 		}
 		if mhz, ok := get(c, "nvmlDeviceGetClockInfo", func() (uint32, gonvml.Return) {
 			return dev.GetClockInfo(gonvml.CLOCK_MEM)
 		}); ok {
 			t.MemClockMHz = int(mhz)
+		} else {
+			unknown(gpuwarden.FieldMemClock)
 		}
 		// Event reasons are the R535 name of throttle reasons; the old call is
 		// only for drivers that lack the new one.
@@ -314,15 +355,18 @@ func (g *GPUs) Sample(ctx context.Context, index int) (gpuwarden.Telemetry, erro
 		}
 		if ok {
 			t.ThrottleReasons = decodeThrottleReasons(mask)
+		} else {
+			unknown(gpuwarden.FieldThrottle)
 		}
+		// Under MIG the device's list is the aggregate, and only for a
+		// privileged caller; the instances' own lists follow.
 		if procs, ok := get(c, "nvmlDeviceGetComputeRunningProcesses", dev.GetComputeRunningProcesses); ok {
-			for _, p := range procs {
-				used := p.UsedGpuMemory
-				if used == math.MaxUint64 { // NVML_VALUE_NOT_AVAILABLE, e.g. without permission
-					used = 0
-				}
-				t.Processes = append(t.Processes, gpuwarden.GPUProcess{PID: int(p.Pid), UsedBytes: used})
-			}
+			t.Processes = processes(procs)
+		} else {
+			unknown(gpuwarden.FieldProcesses)
+		}
+		if mig {
+			t.MIG = g.migSamples(c, index, dev)
 		}
 		return t, c.err
 	})
@@ -333,6 +377,11 @@ func (g *GPUs) Sample(ctx context.Context, index int) (gpuwarden.Telemetry, erro
 	// on the driver.
 	for i := range t.Processes {
 		t.Processes[i].Name = g.processName(t.Processes[i].PID)
+	}
+	for m := range t.MIG {
+		for i := range t.MIG[m].Processes {
+			t.MIG[m].Processes[i].Name = g.processName(t.MIG[m].Processes[i].PID)
+		}
 	}
 	return t, nil
 }
@@ -361,17 +410,40 @@ func (g *GPUs) Health(ctx context.Context, index int) (gpuwarden.Health, error) 
 		if err != nil {
 			return reading{}, err
 		}
-		// Consumer cards have no ECC: NOT_SUPPORTED leaves the counts at zero.
-		h.ECCVolatileUncorrected, _ = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
+		mig, _ := migMode(c, dev)
+		unknown := func(fields ...string) {
+			why := c.why
+			if mig && why == gpuwarden.UnknownNotSupported {
+				why = gpuwarden.UnknownMIG
+			}
+			if h.Unknown == nil {
+				h.Unknown = map[string]string{}
+			}
+			for _, f := range fields {
+				h.Unknown[f] = why
+			}
+		}
+		// Consumer cards have no ECC: NOT_SUPPORTED leaves the counts
+		// unknown, which is not the same as none.
+		var ok bool
+		if h.ECCVolatileUncorrected, ok = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
 			return dev.GetTotalEccErrors(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC)
-		})
-		h.ECCAggregateUncorrected, _ = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
+		}); !ok {
+			unknown("ecc_volatile_uncorrected")
+		}
+		if h.ECCAggregateUncorrected, ok = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
 			return dev.GetTotalEccErrors(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC)
-		})
+		}); !ok {
+			unknown("ecc_aggregate_uncorrected")
+		}
+		// nvml.h: row remapping is NOT_SUPPORTED on a GPU in MIG mode.
 		remap, remapped := get(c, "nvmlDeviceGetRemappedRows", func() ([2]bool, gonvml.Return) {
 			_, _, pending, failed, ret := dev.GetRemappedRows()
 			return [2]bool{pending, failed}, ret
 		})
+		if !remapped && mig {
+			unknown("remap_pending", "remap_failed")
+		}
 		h.RemapPending, h.RemapFailed = remap[0], remap[1]
 		// Page retirement is what cards before Ampere do instead of row
 		// remapping; a card that remaps rows has nothing to retire.
@@ -393,8 +465,14 @@ func (g *GPUs) Health(ctx context.Context, index int) (gpuwarden.Health, error) 
 	if err != nil {
 		return gpuwarden.Health{}, err
 	}
+	kmsgSource := gpuwarden.XIDSource{Name: gpuwarden.XIDSourceKmsg, Reason: "the GPU's bus id is unknown"}
 	if r.bus != "" {
-		r.health.XIDs = g.xids(r.bus, index)
+		r.health.XIDs, kmsgSource = g.xids(r.bus, index)
+	}
+	r.health.XIDSources = []gpuwarden.XIDSource{kmsgSource}
+	if events, eventSource, watched := g.events.forGPU(index); watched {
+		r.health.XIDs = mergeXIDs(r.health.XIDs, events)
+		r.health.XIDSources = append(r.health.XIDSources, eventSource)
 	}
 	return r.health, nil
 }
@@ -405,12 +483,14 @@ func (g *GPUs) Close() error {
 	g.closeOnce.Do(func() {
 		g.closed.Store(true)
 		g.kmsg.close()
+		g.stopEvents()
 		// Shutting down under a call that is still inside the driver would
 		// wait on the same stuck lock; the process is better off exiting.
 		if name, _, stuck := g.stuckCall(); stuck {
 			g.closeErr = fmt.Errorf("nvml: shutdown skipped: %s is still stuck in the driver", name)
 			return
 		}
+		g.freeGPM()
 		done := make(chan gonvml.Return, 1)
 		go func() { done <- g.lib.Shutdown() }()
 		select {

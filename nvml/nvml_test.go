@@ -109,6 +109,9 @@ func newFake() *fakeNVML {
 				return nil
 			}}
 		},
+		// No event set unless a test gives one: Health then says the NVML
+		// Xid source is not live.
+		EventSetCreateFunc:             func() (gonvml.EventSet, gonvml.Return) { return nil, gonvml.ERROR_NOT_SUPPORTED },
 		SystemGetDriverVersionFunc:     func() (string, gonvml.Return) { return "580.159.04", ok },
 		SystemGetCudaDriverVersionFunc: func() (int, gonvml.Return) { return 13000, ok },
 		SystemGetNVMLVersionFunc:       func() (string, gonvml.Return) { return "13.580.159.04", ok },
@@ -221,11 +224,18 @@ func TestList(t *testing.T) {
 			g.Serial, g.ECC, g.PowerLimitWatts, g.PCIeGen = "", false, 0, 0
 			return g
 		}},
-		{name: "mig enabled", setup: func(f *fakeNVML) {
+		{name: "mig enabled, no instances yet", setup: func(f *fakeNVML) {
 			f.dev.GetMigModeFunc = func() (int, int, gonvml.Return) {
 				return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, gonvml.SUCCESS
 			}
+			f.dev.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 7, gonvml.SUCCESS }
+			f.dev.GetMigDeviceHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, gonvml.ERROR_NOT_FOUND }
 		}, want: func() gpuwarden.GPU { g := wantH200(); g.MIG = true; return g }},
+		{name: "mig layout", setup: setupMIG, want: func() gpuwarden.GPU {
+			g := wantH200()
+			g.MIG, g.MIGInstances = true, []gpuwarden.MIGInstance{migInstance(0), migInstance(2)}
+			return g
+		}},
 		{name: "missing mig symbol is not called", setup: func(f *fakeNVML) {
 			f.missing["nvmlDeviceGetMigMode"] = true
 			f.dev.GetMigModeFunc = nil // the mock panics if it is called
@@ -309,15 +319,49 @@ func TestSample(t *testing.T) {
 				"display_clock_setting", "unknown_0x1000"}
 			return t
 		}},
-		{name: "not supported fields stay zero", setup: func(f *fakeNVML) {
+		// The old reader left these at zero with nothing to say so: a
+		// card without a process list read as one running nothing.
+		{name: "not supported fields are unknown", setup: func(f *fakeNVML) {
 			f.dev.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 			f.dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
-				return nil, gonvml.ERROR_NOT_SUPPORTED
+				return nil, gonvml.ERROR_NO_PERMISSION
 			}
 			f.dev.GetCurrentClocksEventReasonsFunc = func() (uint64, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
 		}, want: func() gpuwarden.Telemetry {
 			t := busy()
 			t.PowerWatts, t.Processes, t.ThrottleReasons = 0, nil, nil
+			t.Unknown = map[string]string{"power_w": "not-supported", "processes": "no-permission", "throttle_reasons": "not-supported"}
+			return t
+		}},
+		// nvml.h: utilization is not supported on a GPU in MIG mode, and the
+		// device's process list needs privileges; the instances have theirs.
+		{name: "mig", setup: setupMIG, want: func() gpuwarden.Telemetry {
+			t := busy()
+			t.UtilPercent, t.MemUtilPercent, t.Processes = 0, 0, nil
+			t.Unknown = map[string]string{"util_percent": "mig", "mem_util_percent": "mig", "processes": "no-permission"}
+			t.MIG = []gpuwarden.MIGSample{
+				{MIGInstance: migInstance(0), MemUsedBytes: 30 * gib,
+					Processes: []gpuwarden.GPUProcess{{PID: 4242, Name: "python3", UsedBytes: 29 * gib}},
+					Unknown:   map[string]string{"util_percent": "not-supported"}},
+				{MIGInstance: migInstance(2), MemUsedBytes: 15 << 20, Unknown: map[string]string{"util_percent": "not-supported"}},
+			}
+			return t
+		}},
+		// GPM is an extra: a failing query leaves the instances' utilization
+		// unknown and must not fail the sample.
+		{name: "mig with a failing gpm query", setup: func(f *fakeNVML) {
+			setupMIG(f)
+			f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) { return gonvml.GpmSupport{}, gonvml.ERROR_UNKNOWN }
+		}, want: func() gpuwarden.Telemetry {
+			t := busy()
+			t.UtilPercent, t.MemUtilPercent, t.Processes = 0, 0, nil
+			t.Unknown = map[string]string{"util_percent": "mig", "mem_util_percent": "mig", "processes": "no-permission"}
+			t.MIG = []gpuwarden.MIGSample{
+				{MIGInstance: migInstance(0), MemUsedBytes: 30 * gib,
+					Processes: []gpuwarden.GPUProcess{{PID: 4242, Name: "python3", UsedBytes: 29 * gib}},
+					Unknown:   map[string]string{"util_percent": "not-supported"}},
+				{MIGInstance: migInstance(2), MemUsedBytes: 15 << 20, Unknown: map[string]string{"util_percent": "not-supported"}},
+			}
 			return t
 		}},
 		{name: "old driver falls back to throttle reasons", setup: func(f *fakeNVML) {
@@ -385,15 +429,27 @@ func TestHealth(t *testing.T) {
 	}
 	const noKmsg = "testdata/no-such-kmsg"
 	tests := []struct {
-		name      string
-		setup     func(*fakeNVML)
-		kmsg      string // the kernel log; the H200 fixture when empty
-		want      gpuwarden.Health
+		name  string
+		setup func(*fakeNVML)
+		kmsg  string // the kernel log; the H200 fixture when empty
+		want  gpuwarden.Health
+		// sources is what DescribeXIDSources says, when the test cares;
+		// watch starts the NVML event watch first.
+		sources   string
+		watch     bool
 		err       string
 		notCalled func(*fakeNVML) int
 	}{
-		{name: "h200 with xids in the kernel log", want: gpuwarden.Health{XIDs: logXIDs}},
-		{name: "unreadable kernel log", kmsg: noKmsg, want: gpuwarden.Health{}},
+		{name: "h200 with xids in the kernel log", want: gpuwarden.Health{XIDs: logXIDs},
+			sources: "kmsg live"},
+		// The old reader returned no Xids and nothing else here: the same
+		// answer as a clean card.
+		{name: "unreadable kernel log", kmsg: noKmsg, want: gpuwarden.Health{},
+			sources: "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory)"},
+		{name: "unreadable kernel log, no event set", kmsg: noKmsg, watch: true, want: gpuwarden.Health{},
+			sources: "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory), nvml-events unavailable (nvmlEventSetCreate: ERROR_NOT_SUPPORTED)"},
+		{name: "mig: row remapping unknown", kmsg: noKmsg, setup: setupMIG,
+			want: gpuwarden.Health{Unknown: map[string]string{"remap_pending": "mig", "remap_failed": "mig"}}},
 		{name: "ecc errors and a pending remap", kmsg: noKmsg, setup: func(f *fakeNVML) {
 			f.dev.GetTotalEccErrorsFunc = func(_ gonvml.MemoryErrorType, c gonvml.EccCounterType) (uint64, gonvml.Return) {
 				if c == gonvml.VOLATILE_ECC {
@@ -416,7 +472,7 @@ func TestHealth(t *testing.T) {
 			f.dev.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) {
 				return 0, gonvml.ERROR_NOT_SUPPORTED
 			}
-		}, want: gpuwarden.Health{}},
+		}, want: gpuwarden.Health{Unknown: map[string]string{"ecc_volatile_uncorrected": "not-supported", "ecc_aggregate_uncorrected": "not-supported"}}},
 		{name: "pre-ampere retires pages", kmsg: noKmsg, setup: func(f *fakeNVML) {
 			noRemap(f)
 			f.dev.GetRetiredPagesFunc = func(c gonvml.PageRetirementCause) ([]uint64, gonvml.Return) {
@@ -446,6 +502,9 @@ func TestHealth(t *testing.T) {
 			if tt.kmsg != "" {
 				g.kmsgPath = tt.kmsg
 			}
+			if tt.watch {
+				g.WatchXIDEvents(context.Background())
+			}
 			got, err := g.Health(context.Background(), 0)
 			checkErr(t, err, tt.err, "")
 			if tt.notCalled != nil {
@@ -456,6 +515,10 @@ func TestHealth(t *testing.T) {
 			if err != nil {
 				return
 			}
+			if s := gpuwarden.DescribeXIDSources(got.XIDSources); tt.sources != "" && s != tt.sources {
+				t.Errorf("xid sources %q, want %q", s, tt.sources)
+			}
+			got.XIDSources = nil
 			if !equalHealth(got, tt.want) {
 				t.Errorf("Health() =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -694,5 +757,94 @@ func BenchmarkSampleOverhead(b *testing.B) {
 		if _, err := g.Sample(ctx, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// setupMIG puts the fake H200 in MIG mode with two 3g.71gb instances in
+// slots 0 and 2 (slot 1 empty): utilization not supported, the device's
+// process list refused, GPM not supported.
+func setupMIG(f *fakeNVML) {
+	ok := gonvml.SUCCESS
+	f.dev.GetMigModeFunc = func() (int, int, gonvml.Return) { return gonvml.DEVICE_MIG_ENABLE, gonvml.DEVICE_MIG_ENABLE, ok }
+	f.dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) { return nil, gonvml.ERROR_NO_PERMISSION }
+	f.dev.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) { return 0, 0, false, false, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) { return gonvml.GpmSupport{}, gonvml.ERROR_NOT_SUPPORTED }
+	f.dev.GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 3, ok }
+	used := map[int]uint64{0: 30 * gib, 2: 15 << 20}
+	procs := map[int][]gonvml.ProcessInfo{0: {{Pid: 4242, UsedGpuMemory: 29 * gib}}}
+	f.dev.GetMigDeviceHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+		if i == 1 {
+			return nil, gonvml.ERROR_NOT_FOUND
+		}
+		m := migInstance(i)
+		return &mock.Device{
+			GetUUIDFunc:              func() (string, gonvml.Return) { return m.UUID, ok },
+			GetNameFunc:              func() (string, gonvml.Return) { return "NVIDIA H200 MIG " + m.Profile, ok },
+			GetGpuInstanceIdFunc:     func() (int, gonvml.Return) { return m.GPUInstanceID, ok },
+			GetComputeInstanceIdFunc: func() (int, gonvml.Return) { return m.ComputeInstanceID, ok },
+			GetMemoryInfoFunc: func() (gonvml.Memory, gonvml.Return) {
+				return gonvml.Memory{Total: m.MemTotalBytes, Used: used[i]}, ok
+			},
+			GetComputeRunningProcessesFunc: func() ([]gonvml.ProcessInfo, gonvml.Return) { return procs[i], ok },
+		}, ok
+	}
+}
+
+// migInstance is the fake's MIG device in slot i.
+func migInstance(i int) gpuwarden.MIGInstance {
+	return gpuwarden.MIGInstance{Index: i, UUID: fmt.Sprintf("MIG-6f1c2c1e-0000-4000-8000-00000000000%d", i),
+		GPUInstanceID: 1 + i, ComputeInstanceID: 0, Profile: "3g.71gb", MemTotalBytes: 71 * gib}
+}
+
+// TestMIGGPMUtilization: on a card with GPM, an instance's utilization is
+// pending at the first sample (GPM rates need an interval) and GPM's SM
+// utilization from the second on; each kept sample is freed once.
+func TestMIGGPMUtilization(t *testing.T) {
+	f := newFake()
+	setupMIG(f)
+	f.dev.GpmQueryDeviceSupportFunc = func() (gonvml.GpmSupport, gonvml.Return) {
+		return gonvml.GpmSupport{IsSupportedDevice: 1}, gonvml.SUCCESS
+	}
+	var mu sync.Mutex
+	allocated, freed := 0, 0
+	f.lib.GpmSampleAllocFunc = func() (gonvml.GpmSample, gonvml.Return) {
+		mu.Lock()
+		allocated++
+		mu.Unlock()
+		return &mock.GpmSample{FreeFunc: func() gonvml.Return { mu.Lock(); freed++; mu.Unlock(); return gonvml.SUCCESS }}, gonvml.SUCCESS
+	}
+	f.dev.GpmMigSampleGetFunc = func(int, gonvml.GpmSample) gonvml.Return { return gonvml.SUCCESS }
+	f.lib.GpmMetricsGetFunc = func(m *gonvml.GpmMetricsGetType) gonvml.Return {
+		if m.NumMetrics != 1 || m.Metrics[0].MetricId != uint32(gonvml.GPM_METRIC_SM_UTIL) || m.Sample1 == m.Sample2 {
+			t.Errorf("GpmMetricsGet asked %+v", m.Metrics[0])
+		}
+		m.Metrics[0].Value = 42
+		return gonvml.SUCCESS
+	}
+	g := f.open(t)
+	first, err := g.Sample(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := first.MIG[0].Unknown[gpuwarden.FieldUtil]; r != gpuwarden.UnknownPending {
+		t.Errorf("first sample: instance utilization %q, want pending", r)
+	}
+	second, err := g.Sample(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range second.MIG {
+		if !m.Known(gpuwarden.FieldUtil) || m.UtilPercent != 42 {
+			t.Errorf("second sample: instance %d utilization %v (%v), want 42", m.Index, m.UtilPercent, m.Unknown)
+		}
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if allocated != 4 || freed != 4 {
+		t.Errorf("%d GPM samples allocated, %d freed; want 4 and 4", allocated, freed)
 	}
 }

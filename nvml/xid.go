@@ -3,6 +3,7 @@ package nvml
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -247,15 +250,19 @@ type kernelLog struct {
 	partial []byte   // an unfinished last line (regular files only)
 	xids    []busXID // every Xid seen, oldest first, at most maxXIDs
 	warned  bool     // the unreadable log was reported once
+	openErr error    // why the log could not be opened, while it cannot
 }
 
-// xids returns the Xids of one GPU seen in the kernel log so far. An
-// unreadable log (no CAP_SYSLOG, a container without /dev/kmsg) is normal,
-// not a failure: the result is just empty.
-func (g *GPUs) xids(bus string, index int) []gpuwarden.XIDEvent {
+// xids returns the Xids of one GPU seen in the kernel log so far, and
+// whether the log is a live source. An unreadable log (no CAP_SYSLOG, a
+// container without /dev/kmsg) is common, not a failure, but it is said:
+// the source is not live, and no Xid from it is not the same as none.
+func (g *GPUs) xids(bus string, index int) ([]gpuwarden.XIDEvent, gpuwarden.XIDSource) {
+	src := gpuwarden.XIDSource{Name: gpuwarden.XIDSourceKmsg}
 	addr, ok := parseBus(bus)
 	if !ok {
-		return nil
+		src.Reason = fmt.Sprintf("bus id %q does not parse", bus)
+		return nil, src
 	}
 	k := &g.kmsg
 	k.mu.Lock()
@@ -265,12 +272,15 @@ func (g *GPUs) xids(bus string, index int) []gpuwarden.XIDEvent {
 		if err != nil {
 			if !k.warned {
 				k.warned = true
-				g.log.Debug("kernel log unreadable, no xid events", "path", g.kmsgPath, "err", err)
+				g.log.Warn("kernel log unreadable: no Xids from it", "path", g.kmsgPath, "err", err)
 			}
-			return nil
+			k.openErr = err
+			src.Reason = err.Error()
+			return nil, src
 		}
-		k.fd, k.open = fd, true
+		k.fd, k.open, k.openErr = fd, true, nil
 	}
+	src.Live = true
 	data, err := readAvailable(k.fd, g.kmsgPath)
 	if err != nil {
 		g.log.Debug("kernel log read stopped early", "path", g.kmsgPath, "err", err)
@@ -294,7 +304,189 @@ func (g *GPUs) xids(bus string, index int) []gpuwarden.XIDEvent {
 			events = append(events, gpuwarden.XIDEvent{Index: index, XID: x.xid, Time: x.at})
 		}
 	}
-	return events
+	return events, src
+}
+
+// eventWatch follows NVML's event set for Xid critical errors on a
+// goroutine of its own: nvmlEventSetWait blocks, so it runs with a bounded
+// timeout in a loop that Close stops.
+type eventWatch struct {
+	mu      sync.Mutex
+	started bool
+	live    bool
+	reason  string // why the source is not live
+	xids    []gpuwarden.XIDEvent
+	stop    chan struct{}
+	done    chan struct{}
+	ready   chan struct{} // closed once registration is over, either way
+}
+
+// WatchXIDEvents registers every GPU for NVML's Xid critical-error events
+// and follows them on a goroutine until Close; Health then reports them
+// beside the kernel log's, and the event set as a source. It is for long
+// runs (the agent): a one-shot reader such as the canary would only catch
+// the Xids of its own half second and would pay the bounded wait in Close.
+// It waits for the registration as long as ctx allows, so that the next
+// Health already says whether the source is live; a registration stuck in
+// the driver leaves it "starting".
+func (g *GPUs) WatchXIDEvents(ctx context.Context) {
+	w := &g.events
+	w.mu.Lock()
+	if w.started || g.closed.Load() {
+		w.mu.Unlock()
+		return
+	}
+	w.started, w.reason = true, "starting"
+	w.stop, w.done, w.ready = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	ready := w.ready
+	go g.watchEvents(w.stop, w.done, w.ready)
+	w.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+}
+
+// stopEvents ends the watch and waits for it, at most closeTimeout.
+func (g *GPUs) stopEvents() {
+	w := &g.events
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if !started {
+		return
+	}
+	close(w.stop)
+	select {
+	case <-w.done:
+	case <-time.After(g.closeTimeout):
+		g.log.Warn("nvml event watch did not stop", "after", g.closeTimeout)
+	}
+}
+
+// setEventState records whether the event source is live.
+func (w *eventWatch) set(live bool, reason string) {
+	w.mu.Lock()
+	w.live, w.reason = live, reason
+	w.mu.Unlock()
+}
+
+// watchEvents creates the event set, registers every GPU for Xid critical
+// errors, and waits for events until stopped.
+func (g *GPUs) watchEvents(stop, done, ready chan struct{}) {
+	defer close(done)
+	registered := sync.OnceFunc(func() { close(ready) })
+	defer registered()
+	w := &g.events
+	set, ret := g.lib.EventSetCreate()
+	if ret != gonvml.SUCCESS {
+		w.set(false, "nvmlEventSetCreate: "+ret.Error())
+		return
+	}
+	defer set.Free()
+	n, ret := g.lib.DeviceGetCount()
+	if ret != gonvml.SUCCESS {
+		w.set(false, "nvmlDeviceGetCount: "+ret.Error())
+		return
+	}
+	devices := map[gonvml.Device]int{}
+	var failed []string
+	for i := range n {
+		dev, ret := g.lib.DeviceGetHandleByIndex(i)
+		if ret == gonvml.SUCCESS {
+			ret = dev.RegisterEvents(gonvml.EventTypeXidCriticalError, set)
+		}
+		if ret != gonvml.SUCCESS {
+			failed = append(failed, fmt.Sprintf("GPU %d: %v", i, ret))
+			continue
+		}
+		devices[dev] = i
+	}
+	if len(devices) == 0 {
+		w.set(false, "nvmlDeviceRegisterEvents: "+strings.Join(failed, "; "))
+		return
+	}
+	if len(failed) > 0 {
+		g.log.Warn("nvml xid events not available on every GPU", "failed", strings.Join(failed, "; "))
+	}
+	w.set(true, "")
+	registered()
+	timeout := uint32(g.eventWait / time.Millisecond)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		data, ret := set.Wait(timeout)
+		switch ret {
+		case gonvml.SUCCESS:
+		case gonvml.ERROR_TIMEOUT:
+			continue
+		default:
+			// A lost GPU makes every wait fail at once: slow down, and say so.
+			w.set(false, "nvmlEventSetWait: "+ret.Error())
+			select {
+			case <-stop:
+				return
+			case <-time.After(g.eventWait):
+			}
+			continue
+		}
+		w.set(true, "")
+		if data.EventType&gonvml.EventTypeXidCriticalError == 0 {
+			continue
+		}
+		index, ok := devices[data.Device]
+		if !ok {
+			index = -1
+		}
+		w.mu.Lock()
+		w.xids = append(w.xids, gpuwarden.XIDEvent{Index: index, XID: data.EventData, Time: g.now()})
+		if n := len(w.xids); n > maxXIDs {
+			w.xids = slices.Clone(w.xids[n-maxXIDs:])
+		}
+		w.mu.Unlock()
+	}
+}
+
+// forGPU returns the events of one GPU (and those NVML could not place)
+// and the source's state; ok is false when nobody asked for the watch.
+func (w *eventWatch) forGPU(index int) ([]gpuwarden.XIDEvent, gpuwarden.XIDSource, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		return nil, gpuwarden.XIDSource{}, false
+	}
+	src := gpuwarden.XIDSource{Name: gpuwarden.XIDSourceNVMLEvents, Live: w.live, Reason: w.reason}
+	var out []gpuwarden.XIDEvent
+	for _, x := range w.xids {
+		if x.Index == index || x.Index < 0 {
+			x.Index = index
+			out = append(out, x)
+		}
+	}
+	return out, src, true
+}
+
+// sameXIDWindow is how far apart the kernel log's and NVML's times of one
+// Xid may be: the log stamps it in the kernel, NVML's event when we read it.
+const sameXIDWindow = 5 * time.Second
+
+// mergeXIDs adds the NVML events the kernel log does not already hold: the
+// same Xid number within sameXIDWindow is the same error seen twice.
+func mergeXIDs(kmsg, events []gpuwarden.XIDEvent) []gpuwarden.XIDEvent {
+	out := kmsg
+	for _, e := range events {
+		dup := slices.ContainsFunc(kmsg, func(k gpuwarden.XIDEvent) bool {
+			d := k.Time.Sub(e.Time)
+			return k.XID == e.XID && d < sameXIDWindow && d > -sameXIDWindow
+		})
+		if !dup {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // close releases the kernel log.

@@ -6,10 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -305,5 +309,70 @@ func BenchmarkParseKmsgXIDs(b *testing.B) {
 		if _, err := ParseKmsgXIDs(strings.NewReader(log), testBoot, buses); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestXIDEvents: an Xid that NVML's event set reports reaches Health even
+// when the kernel log cannot be read, the source says it is live, the same
+// Xid in both sources counts once, and Close stops the watch and frees the
+// set.
+func TestXIDEvents(t *testing.T) {
+	f := newFake()
+	var mu sync.Mutex
+	sent, freed := 0, 0
+	set := &mock.EventSet{
+		WaitFunc: func(timeout uint32) (gonvml.EventData, gonvml.Return) {
+			mu.Lock()
+			defer mu.Unlock()
+			if sent == 0 {
+				sent++
+				return gonvml.EventData{Device: f.dev, EventType: gonvml.EventTypeXidCriticalError, EventData: 79}, gonvml.SUCCESS
+			}
+			time.Sleep(time.Duration(timeout) * time.Millisecond)
+			return gonvml.EventData{}, gonvml.ERROR_TIMEOUT
+		},
+		FreeFunc: func() gonvml.Return { mu.Lock(); freed++; mu.Unlock(); return gonvml.SUCCESS },
+	}
+	f.lib.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) { return set, gonvml.SUCCESS }
+	f.dev.RegisterEventsFunc = func(types uint64, _ gonvml.EventSet) gonvml.Return {
+		if types&gonvml.EventTypeXidCriticalError == 0 {
+			t.Errorf("registered for events %#x, not Xid critical errors", types)
+		}
+		return gonvml.SUCCESS
+	}
+	g := f.open(t)
+	g.eventWait = 20 * time.Millisecond
+	g.kmsgPath = "testdata/no-such-kmsg"
+	g.WatchXIDEvents(context.Background())
+	var h gpuwarden.Health
+	for deadline := time.Now().Add(5 * time.Second); len(h.XIDs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if h, err = g.Health(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(h.XIDs) != 1 || h.XIDs[0].XID != 79 || h.XIDs[0].Index != 0 || !h.Faulty() {
+		t.Fatalf("Health xids %+v, want the event's Xid 79 on GPU 0", h.XIDs)
+	}
+	if got, want := gpuwarden.DescribeXIDSources(h.XIDSources), "kmsg unavailable (open testdata/no-such-kmsg: no such file or directory), nvml-events live"; got != want {
+		t.Errorf("sources %q, want %q", got, want)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if freed != 1 {
+		t.Errorf("event set freed %d times after Close, want 1", freed)
+	}
+}
+
+func TestMergeXIDs(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	kmsg := []gpuwarden.XIDEvent{{XID: 79, Time: at}}
+	events := []gpuwarden.XIDEvent{{XID: 79, Time: at.Add(2 * time.Second)}, {XID: 48, Time: at}, {XID: 79, Time: at.Add(time.Minute)}}
+	got := mergeXIDs(kmsg, events)
+	if len(got) != 3 || got[1].XID != 48 || !got[2].Time.Equal(at.Add(time.Minute)) {
+		t.Errorf("merge = %+v, want the kernel's 79, then 48 and the later 79 from NVML", got)
 	}
 }

@@ -10,7 +10,7 @@ bin=${GPUWARDEN:-bin/gpuwarden}
 [ -x "$bin" ] || go build -o "$bin" ./cmd/gpuwarden
 hz=$(getconf CLK_TCK)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); ${dur}s per run"
-specs=("1xH100" "8xH100")
+read -r -a specs <<<"${SPECS:-1xH100 8xH100}" # SPECS="8xH100,mig=7" measures others
 [ "${REAL:-0}" = 1 ] && specs=("real")
 for spec in "${specs[@]}"; do
   dir=$(mktemp -d)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -331,8 +333,12 @@ func (a *app) checkGPUs(ctx context.Context, f *stackFlags, gpus gpuwarden.GPUs,
 			r.add("health", g.Index, statusFail, "%s", describeHealth(h))
 		case len(h.XIDs) > 0:
 			r.add("health", g.Index, statusWarn, "%s", describeHealth(h))
+		case len(h.XIDSources) > 0 && !allLive(h.XIDSources):
+			// No Xid from a source that cannot be read is not a clean card.
+			r.add("health", g.Index, statusWarn, "%s; Xid source unavailable: %s",
+				cleanHealth(h, false), gpuwarden.DescribeXIDSources(h.XIDSources))
 		default:
-			r.add("health", g.Index, statusOK, "no uncorrected ECC, row-remap or Xid errors")
+			r.add("health", g.Index, statusOK, "%s", cleanHealth(h, true))
 		}
 	}
 	results := make([]probeOutcome, len(r.GPUs))
@@ -363,6 +369,41 @@ type probeOutcome struct {
 	res  gpuwarden.ProbeResult
 	err  error
 	skip string
+}
+
+// cleanHealth says what a clean read covered: under MIG row remapping is
+// not reported, and "no row-remap errors" would claim what nobody read.
+func cleanHealth(h gpuwarden.Health, xids bool) string {
+	checked := []string{"uncorrected ECC"}
+	if _, unknown := h.Unknown["remap_pending"]; !unknown {
+		checked = append(checked, "row-remap")
+	}
+	if xids {
+		checked = append(checked, "Xid")
+	}
+	list := checked[0]
+	if n := len(checked); n > 1 {
+		list = strings.Join(checked[:n-1], ", ") + " or " + checked[n-1]
+	}
+	text := "no " + list + " errors"
+	var unknown []string
+	for _, k := range slices.Sorted(maps.Keys(h.Unknown)) {
+		unknown = append(unknown, k+" "+gpuwarden.UnknownText(h.Unknown[k]))
+	}
+	if len(unknown) > 0 {
+		text += "; unknown: " + strings.Join(unknown, ", ")
+	}
+	return text
+}
+
+// allLive reports whether every Xid source is read.
+func allLive(sources []gpuwarden.XIDSource) bool {
+	for _, s := range sources {
+		if !s.Live {
+			return false
+		}
+	}
+	return true
 }
 
 func describeHealth(h gpuwarden.Health) string {

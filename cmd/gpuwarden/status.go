@@ -87,10 +87,21 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 			models[g.Index] = g.Model
 		}
 		for _, t := range st.Last.GPUs {
-			rows = append(rows, []string{strconv.Itoa(t.Index), models[t.Index], fmt.Sprintf("%.0f%%", t.UtilPercent),
-				fmt.Sprintf("%.1f/%.0f GiB", float64(t.MemUsedBytes)/(1<<30), float64(t.MemTotalBytes)/(1<<30)),
-				fmt.Sprintf("%.0f W", t.PowerWatts), fmt.Sprintf("%.0f °C", t.TempC), fmt.Sprintf("%d MHz", t.SMClockMHz),
-				strconv.Itoa(len(t.Processes))})
+			rows = append(rows, []string{strconv.Itoa(t.Index), models[t.Index],
+				known(t.Known(gpuwarden.FieldUtil), "%.0f%%", t.UtilPercent),
+				known(t.Known(gpuwarden.FieldMemUsed) && t.Known(gpuwarden.FieldMemTotal), "%.1f/%.0f GiB",
+					float64(t.MemUsedBytes)/(1<<30), float64(t.MemTotalBytes)/(1<<30)),
+				known(t.Known(gpuwarden.FieldPower), "%.0f W", t.PowerWatts), known(t.Known(gpuwarden.FieldTemp), "%.0f °C", t.TempC),
+				known(t.Known(gpuwarden.FieldSMClock), "%d MHz", t.SMClockMHz),
+				known(t.Known(gpuwarden.FieldProcesses), "%d", len(t.Processes))})
+			// MIG instances follow their GPU: memory and processes are
+			// theirs, utilization is GPM's where the card has it.
+			for _, m := range t.MIG {
+				rows = append(rows, []string{fmt.Sprintf("%d/%d", t.Index, m.Index), "MIG " + m.Profile,
+					known(m.Known(gpuwarden.FieldUtil), "%.0f%%", m.UtilPercent),
+					known(m.Known(gpuwarden.FieldMemUsed), "%.1f/%.0f GiB", float64(m.MemUsedBytes)/(1<<30), float64(m.MemTotalBytes)/(1<<30)),
+					"", "", "", known(m.Known(gpuwarden.FieldProcesses), "%s", migProcs(m.Processes))})
+			}
 		}
 		rightAlign(rows, 2, 3, 4, 5, 6, 7)
 		t := newTable(&b)
@@ -100,6 +111,15 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
+	}
+	if len(st.Last.GPUs) == 0 && !st.CPUOnly && st.Telemetry.Failures > 0 {
+		fmt.Fprintln(&b, "GPUs      unknown: the driver has not answered")
+	}
+	if len(st.XIDSources) > 0 {
+		fmt.Fprint(&b, wrap(gpuwarden.DescribeXIDSources(st.XIDSources), "Xids      ", pageWidth))
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprint(&b, wrap(w, "Warning   ", pageWidth))
 	}
 	h := st.Last.Host
 	fmt.Fprintf(&b, "Host      CPU %.0f%%, iowait %.0f%%, load %.2f, disk %s/s read %s/s write, %d sessions\n",
@@ -153,6 +173,23 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// known formats a value, or says "unknown" for one the driver did not
+// give: a 0 there would read like an idle card.
+func known(ok bool, format string, args ...any) string {
+	if !ok {
+		return "unknown"
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// migProcs counts an instance's processes and names the first.
+func migProcs(ps []gpuwarden.GPUProcess) string {
+	if len(ps) == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s %d)", len(ps), ps[0].Name, ps[0].PID)
 }
 
 // bytesIEC prints a byte rate with a binary unit: "12.3 MiB".

@@ -21,6 +21,7 @@ import (
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
 	"github.com/gpuwarden/gpuwarden/kubelet"
 	"github.com/gpuwarden/gpuwarden/notify"
+	"github.com/gpuwarden/gpuwarden/nvml"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preempt"
 	"github.com/gpuwarden/gpuwarden/procfs"
@@ -75,6 +76,13 @@ ledger, and applies the policies:
             relay preemption and maintenance notices to supervised jobs on the
             agent's socket (DATA_DIR/agent.sock)
   diagnosis say why the GPUs sleep: idle, oversized, input-bound, io-bound, healthy
+  blind     a GPU field the driver does not give (utilization under MIG, a
+            process list without privileges, a call that timed out) is unknown,
+            never 0, and no policy counts it as idle: a MIG GPU is idle only
+            when every instance has no process and no memory in use. Three
+            failed samples in a row raise telemetry-lost once, suspend the
+            idle and budget stops, and an all-clear follows once samples work;
+            an Xid source that cannot be read (kmsg, NVML events) is a warning
 
 It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
 On Kubernetes each GPU in the status names the pods holding it, read from the
@@ -90,6 +98,7 @@ NVIDIA driver it runs on the CPU path and says so.
 ` + exitCodes("0  stopped cleanly (SIGTERM, Ctrl-C)", "2  bad input or usage: the plan file, a flag, a token file, a busy --listen",
 			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
+  gpuwarden up --simulate 1xH100,load=80,mig=2 --idle-window 3s --dry-run --data-dir ./demo
   gpuwarden up gpuwarden.yaml --webhook https://hooks.slack.com/services/… --dry-run
   gpuwarden up --webhook pagerduty://ROUTING_KEY --webhook https://ntfy.sh/my-gpu-alerts \
       --label owner=ana,provider=aws,region=eu-west-1 --rate 2.50
@@ -107,7 +116,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl := c.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the ledger and the socket live")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "`ADDR` of the dashboard, /api/v1 and /metrics (empty: none)")
-	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100 or 1xH100,load=80")
+	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100, 1xH100,load=80,mig=2 or 1xH100,fault=nvml-hang:10s")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time between samples")
 	fl.DurationVar(&f.idleWindow, "idle-window", 0, "stop after the box is idle this long (default: the plan's auto_shutdown_idle_minutes, else 30m)")
 	fl.DurationVar(&f.warnBefore, "warn-before", 5*time.Minute, "warn this long before the stop (at most a third of the window)")
@@ -187,6 +196,13 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	switch {
 	case err == nil:
 		defer gpus.Close()
+		// The agent runs for months: it follows NVML's Xid events beside
+		// the kernel log, so that Xids are seen where /dev/kmsg is not.
+		if n, ok := gpus.(*nvml.GPUs); ok {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			n.WatchXIDEvents(wctx)
+			cancel()
+		}
 	case gpuwarden.ErrorCodeOf(err) == gpuwarden.EEnvironment:
 		log.Warn("no NVIDIA driver: running on the CPU path (host sampling, budget, notices)", "err", err)
 		gpus = nil
