@@ -39,6 +39,8 @@ func TestMetricsDocumented(t *testing.T) {
 	// An unread field and the Xid sources.
 	st.Last.GPUs[0].Unknown = map[string]string{"util_percent": gpuwarden.UnknownMIG}
 	st.XIDSources = []gpuwarden.XIDSource{{Name: gpuwarden.XIDSourceKmsg, Live: true}}
+	// A GPU the kubelet allocated to a container.
+	st.GPUs[0].Pods = []gpuwarden.PodRef{{Namespace: "ml", Pod: "train-0", Container: "trainer"}}
 	// A MIG instance, read in full.
 	st.Last.GPUs[0].MIG = []gpuwarden.MIGSample{{MIGInstance: gpuwarden.MIGInstance{Index: 0, UUID: "MIG-0", Profile: "3g.40gb", MemTotalBytes: 40 << 30}, UtilPercent: 50, MemUsedBytes: 1 << 30}}
 	mfs, err := newRegistry(func() gpuwarden.AgentStatus { return st }, func() gpuwarden.Node { return healthNode }).Gather()

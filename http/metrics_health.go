@@ -42,6 +42,9 @@ var (
 		"Memory pages retired for double-bit or repeated single-bit ECC errors (cards before A100).", gpuLabels...)
 	descPCIeReplays = newDesc("gpuwarden_gpu_pcie_replays_total",
 		"PCIe packets the GPU's link had to resend.", gpuLabels...)
+	descPodInfo = newDesc("gpuwarden_gpu_pod_info",
+		"Always 1, one series per Kubernetes container the kubelet allocated the GPU to (pod-resources API, up --kubelet-socket); join it to a GPU series on uuid for dcgm-exporter's namespace, pod and container labels.",
+		append(gpuLabels, "namespace", "pod", "container")...)
 	descNodeInfo = newDesc("gpuwarden_node_info",
 		"Always 1; labels say who pays for the box and where it runs, for joins: "+
 			"… * on (instance) group_left (node, owner, project) gpuwarden_node_info.", nodeInfoLabels...)
@@ -55,7 +58,7 @@ var nodeInfoLabels = []string{"node", "owner", "project", "provider", "region", 
 
 var healthDescs = []*prometheus.Desc{
 	descGPUMemClock, descThrottleReason, descXIDErrors, descLastXID, descECCErrors, descRemappedRows,
-	descRemapPending, descRemapFailed, descRetiredPages, descPCIeReplays, descNodeInfo,
+	descRemapPending, descRemapFailed, descRetiredPages, descPCIeReplays, descPodInfo, descNodeInfo,
 }
 
 // healthCollector exports the error counters of the agent's last health
@@ -85,6 +88,12 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	labelsOf := func(index int) []string {
 		g := inventory[index]
 		return []string{strconv.Itoa(index), g.UUID, modelOf(g)}
+	}
+
+	for _, g := range st.GPUs {
+		for _, p := range g.Pods {
+			emit(descPodInfo, prometheus.GaugeValue, 1, append(labelsOf(g.Index), p.Namespace, p.Pod, p.Container)...)
+		}
 	}
 
 	for _, t := range st.Last.GPUs {

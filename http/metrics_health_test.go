@@ -48,7 +48,10 @@ var healthNode = gpuwarden.Node{Project: "llm-eval", InstanceID: "i-0abc",
 	Labels: gpuwarden.NodeLabels{Owner: "ana", Provider: "aws", Region: "eu-central-1", InstanceType: "p5e.48xlarge", Spot: true}}
 
 func TestMetricsHealth(t *testing.T) {
-	_, base := startServer(t, newFakeAgent(healthStatus()))
+	st := healthStatus()
+	// Two containers share GPU 0 (time-slicing); GPU 1 is nobody's.
+	st.GPUs[0].Pods = []gpuwarden.PodRef{{Namespace: "ml", Pod: "train-0", Container: "trainer"}, {Namespace: "ml", Pod: "eval-0", Container: "eval"}}
+	_, base := startServer(t, newFakeAgent(st))
 	mfs := scrape(t, base)
 	g0 := map[string]string{"gpu": "0", "uuid": "GPU-0000aaaa", "model": "H200"}
 	g1 := map[string]string{"gpu": "1", "uuid": "GPU-1111bbbb", "model": "H200"}
@@ -84,6 +87,8 @@ func TestMetricsHealth(t *testing.T) {
 		{"gpuwarden_gpu_throttle_reason", with(g0, "reason", "hw_thermal_slowdown"), 0},
 		{"gpuwarden_gpu_throttle_reason", with(g1, "reason", "gpu_idle"), 1},
 		{"gpuwarden_gpu_throttle_reason", with(g1, "reason", "unknown_0x1000"), 1},
+		{"gpuwarden_gpu_pod_info", with(g0, "namespace", "ml", "pod", "train-0", "container", "trainer"), 1},
+		{"gpuwarden_gpu_pod_info", with(g0, "namespace", "ml", "pod", "eval-0", "container", "eval"), 1},
 	} {
 		mf, ok := mfs[tc.name]
 		if !ok {
