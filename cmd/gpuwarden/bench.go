@@ -90,6 +90,9 @@ type benchResult struct {
 	WithinBudget bool          `json:"within_budget"`
 }
 
+// batchEvery is how often each simulated agent ships its minutes.
+const batchEvery = 10 * time.Second
+
 // ceilingBatch is the transaction size of the ceiling: the batch the
 // issue's reference figures used.
 const ceilingBatch = 100
@@ -259,7 +262,10 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 			sch := schedule{start: start.Add(time.Duration(rand.Int64N(int64(period)))), period: period,
 				measureFrom: measureFrom, stopAt: stopAt}
 			minute := time.Now().UTC().Truncate(time.Minute).Add(-48 * time.Hour)
-			nextBatch := sch.start
+			// Batches are spread over their 10 s as well: a thousand
+			// agents shipping within one heartbeat period of each other
+			// is a stampede no real fleet makes.
+			nextBatch := sch.start.Add(time.Duration(rand.Int64N(int64(batchEvery))))
 			var myBatches hdr.Histogram
 			batchErrs := 0
 			beat := func() error {
@@ -286,7 +292,7 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 						}
 					}
 				}
-				nextBatch = intended.Add(10 * time.Second)
+				nextBatch = nextBatch.Add(batchEvery)
 			}
 			var myBeats hdr.Histogram
 			myOK, myErrs, myLast := sch.drive(beat, after, &myBeats, func(err error) {
