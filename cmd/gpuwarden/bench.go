@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	nethttp "net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -40,6 +46,7 @@ type benchFleetFlags struct {
 	ceiling         bool
 	ceilingFor      time.Duration
 	cpuProfile      string
+	viaClient       bool
 }
 
 // latencyMillis is a latency distribution in milliseconds, every figure
@@ -82,6 +89,10 @@ type benchResult struct {
 	Latency    latencyMillis `json:"latency"`
 	Batches    int           `json:"batches"`
 	BatchLat   latencyMillis `json:"batch_latency"`
+	// CPUPerBeat is the process's CPU time (server and generator, user and
+	// system) over the whole load, warm-up included, per heartbeat sent: on
+	// shared cores it holds where the rates and latencies swing.
+	CPUPerBeat float64 `json:"cpu_us_per_heartbeat"`
 	// Ceiling is set with --ceiling; CeilingRatio is Achieved over it.
 	Ceiling      *benchCeiling `json:"ceiling,omitempty"`
 	CeilingRatio float64       `json:"ceiling_ratio,omitempty"`
@@ -163,6 +174,7 @@ It exits 1 when the budget is missed: an error, an achieved rate under
 	fl.DurationVar(&f.maxP99, "max-p99", 50*time.Millisecond, "budget: p99 heartbeat latency at most, from the intended send")
 	fl.BoolVar(&f.ceiling, "ceiling", false, "also measure the database alone (batched UPDATEs) and print every rate as a ratio to it")
 	fl.DurationVar(&f.ceilingFor, "ceiling-for", 3*time.Second, "how long the --ceiling measurement runs")
+	fl.BoolVar(&f.viaClient, "via-client", false, "send heartbeats through the agent's own client (net/http's transport) instead of a lean connection per agent: the generator then costs more CPU")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured load (server and generator) to `FILE`, for go tool pprof")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	return c
@@ -203,6 +215,7 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 	hc := &nethttp.Client{Transport: transport, Timeout: 30 * time.Second}
 
 	clients := make([]*gwhttp.Client, f.agents)
+	raws := make([]*rawAgent, f.agents)
 	ids := make([]string, f.agents)
 	for i := range clients {
 		t, secret, err := gwhttp.NewToken(project, gpuwarden.RoleAgent, "bench", time.Now())
@@ -216,6 +229,7 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 			return benchResult{}, err
 		}
 		ids[i] = fmt.Sprintf("%s-node-%04d", project, i)
+		raws[i] = &rawAgent{addr: addr, auth: "Bearer " + secret}
 		node := gpuwarden.Node{ID: ids[i], Hostname: fmt.Sprintf("gpu-%04d", i),
 			Labels: gpuwarden.NodeLabels{Owner: "bench", Provider: "bench", HourlyPrice: 3_500_000, Currency: "USD"},
 			GPUs:   []gpuwarden.GPU{{Index: 0, Model: "H100"}}}
@@ -241,6 +255,8 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 		ok, errs       int
 		lastDone       time.Time
 	)
+	var sent atomic.Int64
+	cpu0 := processCPU()
 	start := time.Now()
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
@@ -268,8 +284,15 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 			nextBatch := sch.start.Add(time.Duration(rand.Int64N(int64(batchEvery))))
 			var myBatches hdr.Histogram
 			batchErrs := 0
+			raw := raws[i]
+			defer raw.close()
 			beat := func() error {
-				return cl.Heartbeat(ctx, gpuwarden.Heartbeat{Node: ids[i], Time: time.Now(), State: gpuwarden.NodeRunning, GPUUtil: 50})
+				sent.Add(1)
+				hb := gpuwarden.Heartbeat{Node: ids[i], Time: time.Now(), State: gpuwarden.NodeRunning, GPUUtil: 50}
+				if f.viaClient {
+					return cl.Heartbeat(ctx, hb)
+				}
+				return raw.heartbeat(hb)
 			}
 			after := func(intended time.Time, measured bool) {
 				if f.minutesPerAgent == 0 || intended.Before(nextBatch) {
@@ -311,6 +334,9 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 		}()
 	}
 	wg.Wait()
+	if n := sent.Load(); n > 0 {
+		res.CPUPerBeat = float64((processCPU() - cpu0).Microseconds()) / float64(n)
+	}
 	cancel()
 	_ = srv.Wait()
 	res.Heartbeats, res.Errors, res.Batches = int(beats.Count()), errs, int(batches.Count())
@@ -325,6 +351,67 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 	res.WithinBudget = errs == 0 && res.Achieved >= f.minRate && res.Achieved >= 0.99*res.Offered &&
 		res.Latency.P99 <= ms(f.maxP99)
 	return res, nil
+}
+
+// rawAgent is one simulated agent's heartbeat connection: kept alive, and
+// written and read by the agent's goroutine alone, as wrk does, so that the
+// generator spends one write and one read per heartbeat instead of
+// net/http's transport goroutines, which cost as much CPU as the server
+// they share two cores with. What goes over the wire is the real API's
+// request, the one gwhttp.Client sends; batches still go through it.
+type rawAgent struct {
+	addr, auth string
+	conn       net.Conn
+	br         *bufio.Reader
+	buf        []byte
+}
+
+// rawTimeout bounds one heartbeat, as gwhttp.Client's 30 s does.
+const rawTimeout = 30 * time.Second
+
+func (r *rawAgent) heartbeat(hb gpuwarden.Heartbeat) error {
+	body, err := json.Marshal(hb)
+	if err != nil {
+		return err
+	}
+	if r.conn == nil {
+		if r.conn, err = net.DialTimeout("tcp", r.addr, rawTimeout); err != nil {
+			return err
+		}
+		r.br = bufio.NewReader(r.conn)
+	}
+	r.buf = fmt.Appendf(r.buf[:0], "POST /api/v1/heartbeat HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\n"+
+		"Accept: application/json\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", r.addr, r.auth, len(body))
+	r.buf = append(r.buf, body...)
+	_ = r.conn.SetDeadline(time.Now().Add(rawTimeout))
+	if _, err := r.conn.Write(r.buf); err != nil {
+		r.close()
+		return err
+	}
+	resp, err := nethttp.ReadResponse(r.br, nil)
+	if err != nil {
+		r.close()
+		return err
+	}
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if err != nil || resp.Close {
+		r.close()
+	}
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != nethttp.StatusNoContent {
+		return fmt.Errorf("heartbeat: server answered %d: %.200s", resp.StatusCode, answer)
+	}
+	return nil
+}
+
+func (r *rawAgent) close() {
+	if r.conn != nil {
+		_ = r.conn.Close()
+		r.conn = nil
+	}
 }
 
 // schedule is one agent's fixed-rate plan: a request is due every period
@@ -400,6 +487,15 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); _ = out.Close() }, nil
 }
 
+// processCPU is the CPU time, user and system, this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func benchTable(a *app, r benchResult) error {
@@ -418,9 +514,10 @@ func benchTable(a *app, r benchResult) error {
   achieved       %.0f/s, %d sent, %d errors  (budget ≥ %.0f/s)
   latency        p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  p99.9 %.2f ms  max %.2f ms  (budget p99 ≤ %.0f ms)
   batches        %d, p50 %.2f ms  p99 %.2f ms  max %.2f ms
+  cpu            %.0f µs per heartbeat (server and generator, warm-up included)
   db ceiling     %s
   verdict        %s
 `, r.DB, r.Agents, r.Seconds, r.Offered, r.Achieved, r.Heartbeats, r.Errors, r.BudgetRate,
-		l.P50, l.P90, l.P99, l.P999, l.Max, r.BudgetP99, r.Batches, b.P50, b.P99, b.Max, ceiling, verdict)
+		l.P50, l.P90, l.P99, l.P999, l.Max, r.BudgetP99, r.Batches, b.P50, b.P99, b.Max, r.CPUPerBeat, ceiling, verdict)
 	return err
 }
