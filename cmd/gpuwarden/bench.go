@@ -131,8 +131,10 @@ falls behind shows it in the percentiles, not as a lower offered rate
 every heartbeat runs, in transactions of 100, back to back for --ceiling-for;
 the achieved rate is then also given as a fraction of it.
 
-It exits 1 when the budget is missed: an error, an achieved rate under
---min-rate or under 99 % of the offered one, or a p99 over --max-p99.
+It exits 1 when the budget is missed: an error, an offered rate under
+--min-rate, an achieved rate under 99 % of the offered one (the last
+answers land after the window by their latency, so achieved is a little
+under offered even when the server keeps up), or a p99 over --max-p99.
 
 ` + exitCodes("0  the run met its budget (--min-rate, --max-p99)", "1  it missed the budget", "2  bad input or usage: a flag, an unreachable --db", "4  internal error"),
 		Example: `  gpuwarden bench fleet --agents 1000 --rate 10 --min-rate 10000 --ceiling
@@ -170,7 +172,7 @@ It exits 1 when the budget is missed: an error, an achieved rate under
 	fl.DurationVar(&f.warm, "warm-up", 3*time.Second, "load before measuring")
 	fl.IntVar(&f.minutesPerAgent, "minutes", 10, "minutes per batch each agent ships every 10 s (0: none)")
 	fl.StringVar(&f.db, "db", "", "fleet `DB` to load (default: a new SQLite file in a temporary directory)")
-	fl.Float64Var(&f.minRate, "min-rate", 1000, "budget: achieved heartbeats per second at least")
+	fl.Float64Var(&f.minRate, "min-rate", 1000, "budget: heartbeats per second offered at least, and achieved within 1 % of offered")
 	fl.DurationVar(&f.maxP99, "max-p99", 50*time.Millisecond, "budget: p99 heartbeat latency at most, from the intended send")
 	fl.BoolVar(&f.ceiling, "ceiling", false, "also measure the database alone (batched UPDATEs) and print every rate as a ratio to it")
 	fl.DurationVar(&f.ceilingFor, "ceiling-for", 3*time.Second, "how long the --ceiling measurement runs")
@@ -348,7 +350,7 @@ func (a *app) benchFleet(ctx context.Context, f benchFleetFlags) (benchResult, e
 	if res.Ceiling != nil && res.Ceiling.PerSecond > 0 {
 		res.CeilingRatio = res.Achieved / res.Ceiling.PerSecond
 	}
-	res.WithinBudget = errs == 0 && res.Achieved >= f.minRate && res.Achieved >= 0.99*res.Offered &&
+	res.WithinBudget = errs == 0 && res.Offered >= f.minRate && res.Achieved >= 0.99*res.Offered &&
 		res.Latency.P99 <= ms(f.maxP99)
 	return res, nil
 }
