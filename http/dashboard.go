@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -39,7 +40,11 @@ const (
 	historyTimeout  = 3 * time.Second
 )
 
-var dashboardTmpl = template.Must(template.New("dashboard.html").ParseFS(assets, "assets/dashboard.html"))
+// dashboardTmpl is parsed on the first page served, not at package init,
+// so that an agent started with --listen "" never pays for it.
+var dashboardTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("dashboard.html").ParseFS(assets, "assets/dashboard.html"))
+})
 
 // assetVersion is a hash of the file, put in its URL so that browsers may
 // cache it for long and still see a new build at once.
@@ -201,7 +206,7 @@ func (s *Server) handleDashboard(w nethttp.ResponseWriter, r *nethttp.Request) {
 		v.Charts = nil
 	}
 	var buf bytes.Buffer
-	if err := dashboardTmpl.Execute(&buf, v); err != nil {
+	if err := dashboardTmpl().Execute(&buf, v); err != nil {
 		s.writeError(w, fmt.Errorf("render dashboard: %w", err))
 		return
 	}

@@ -91,7 +91,7 @@ func NewFleetServer(store gpuwarden.Fleet, log *slog.Logger) *FleetServer {
 	s.FailRatePerSec, s.FailBurst, s.SessionLifetime = DefaultFailRatePerSec, DefaultFailBurst, DefaultSessionLifetime
 	s.fails = &clientLimiter{rateLimiter{now: s.now}}
 	s.beats = &beatWriter{store: store, now: s.now, in: make(chan beatRequest, 4*maxHeartbeatBatch), log: s.log, observe: s.metrics.observeBeats,
-		stopped: make(chan struct{})}
+		stopped: make(chan struct{}), linger: beatLinger}
 	s.routes()
 	return s
 }

@@ -474,7 +474,19 @@ type beatWriter struct {
 	// for a writer that is gone.
 	stopped  chan struct{}
 	stopOnce sync.Once
+	// linger is how long the writer waits, after the first heartbeat of a
+	// group, for more to join it before it commits (zero: it takes what is
+	// queued). Every transaction costs a BEGIN and a commit whatever it
+	// holds; at a few thousand heartbeats a second a group that commits at
+	// once holds one or two, and those two cost the writer more than all
+	// the rows (the bench fleet profile). Each request still waits for the
+	// commit of its own group.
+	linger time.Duration
 }
+
+// beatLinger is the writer's wait for a group: well inside the 50 ms p99
+// budget, and at 5,000 heartbeats a second about ten join each group.
+const beatLinger = 2 * time.Millisecond
 
 type beatRequest struct {
 	hb   gpuwarden.Heartbeat
@@ -514,6 +526,8 @@ func errWriterStopped() error {
 func (b *beatWriter) run(ctx context.Context) {
 	defer b.stopOnce.Do(func() { close(b.stopped) })
 	batch := make([]beatRequest, 0, maxHeartbeatBatch)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -526,9 +540,31 @@ func (b *beatWriter) run(ctx context.Context) {
 				b.commit(ctx, batch)
 			}
 		case req := <-b.in:
-			b.commit(ctx, b.take(append(batch[:0], req)))
+			batch = b.gather(append(batch[:0], req), timer)
+			b.commit(ctx, b.take(batch))
 		}
 	}
+}
+
+// gather waits up to linger for more heartbeats to join batch, or until
+// it is full; timer is stopped and drained.
+func (b *beatWriter) gather(batch []beatRequest, timer *time.Timer) []beatRequest {
+	if b.linger <= 0 {
+		return batch
+	}
+	timer.Reset(b.linger)
+	for len(batch) < maxHeartbeatBatch {
+		select {
+		case req := <-b.in:
+			batch = append(batch, req)
+		case <-timer.C:
+			return batch
+		}
+	}
+	if !timer.Stop() {
+		<-timer.C
+	}
+	return batch
 }
 
 // take adds to batch the heartbeats queued now, up to a full batch.

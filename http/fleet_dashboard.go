@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -36,8 +37,14 @@ const (
 )
 
 // fleetTemplates holds one template set per page: each page file defines
-// "main" and shares the layout and parts, so that pages cannot clash.
-var fleetTemplates = parseFleetTemplates("overview", "node", "project", "orphans", "scorecards", "heatmap", "login", "error")
+// "main" and shares the layout and parts, so that pages cannot clash. They
+// are parsed on the first page served, not at package init: every process
+// of the one binary links this package, and parsing them cost each agent
+// (which serves no fleet page) 1.1 MB of heap and 21,000 allocations at
+// start (GODEBUG=inittrace=1).
+var fleetTemplates = sync.OnceValue(func() map[string]*template.Template {
+	return parseFleetTemplates("overview", "node", "project", "orphans", "scorecards", "heatmap", "login", "error")
+})
 
 func parseFleetTemplates(pages ...string) map[string]*template.Template {
 	base := template.Must(template.New("layout.html").ParseFS(assets, "assets/fleet/layout.html", "assets/fleet/parts.html"))
@@ -149,7 +156,7 @@ func (s *FleetServer) render(w nethttp.ResponseWriter, code int, p page, sc *sco
 		}
 	}
 	var buf bytes.Buffer
-	t := fleetTemplates[p.tmpl]
+	t := fleetTemplates()[p.tmpl]
 	if t == nil {
 		s.log.Error("render page", "page", p.tmpl, "error", "no such template")
 		nethttp.Error(w, "internal error", nethttp.StatusInternalServerError)

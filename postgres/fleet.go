@@ -24,20 +24,28 @@ const (
 	// heartbeatsSQL stores a batch of heartbeats; unknown nodes match no row.
 	heartbeatsSQL = `UPDATE nodes SET last_seen_ms = $1, live = v.live
 FROM unnest($2::text[], $3::text[]) AS v(id, live) WHERE nodes.id = v.id`
-	// insertMinutesSQL stores the minutes not stored before and returns
-	// them: the ones to add to their hours.
-	insertMinutesSQL = `INSERT INTO node_minutes (node_id, minute_ms, samples, cpu_percent, gpu_util, gpu_mem_percent)
-SELECT $1, m, s, c, u, g FROM unnest($2::bigint[], $3::bigint[], $4::float8[], $5::text[], $6::text[]) AS v(m, s, c, u, g)
-ON CONFLICT (node_id, minute_ms) DO NOTHING RETURNING minute_ms`
+	// ensureSetsSQL makes sure each hour of a batch has a minute set, so
+	// that lockSetsSQL has a row to lock: two replicas ingesting one node
+	// at once then take turns on its sets instead of both reading "none".
+	ensureSetsSQL = fleetrow.MinuteSetInsert + `
+SELECT $1, h, 0 FROM unnest($2::bigint[]) AS v(h) ON CONFLICT (node_id, hour_ms) DO NOTHING`
+	// lockSetsSQL reads and locks the sets of a batch's hours, in hour
+	// order, until the transaction ends.
+	lockSetsSQL = `SELECT hour_ms, bits FROM minute_sets WHERE node_id = $1 AND hour_ms = ANY($2) ORDER BY hour_ms FOR UPDATE`
+	// addSetsSQL adds the new minutes' bits to their locked sets.
+	addSetsSQL = `UPDATE minute_sets SET bits = minute_sets.bits | v.b
+FROM unnest($2::bigint[], $3::bigint[]) AS v(h, b) WHERE minute_sets.node_id = $1 AND minute_sets.hour_ms = v.h`
 	// insertEventsSQL stores the events whose sequence number is new.
 	insertEventsSQL = `INSERT INTO fleet_events (node_id, seq, time_ms, kind, severity, message, dedup_key, data)
 SELECT $1, s, t, k, sv, m, dk, d
 FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) AS v(s, t, k, sv, m, dk, d)
 ON CONFLICT (node_id, seq) DO NOTHING`
 	upsertHoursSQL = fleetrow.HourInsert + `
-SELECT $1, h, m, p, c FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[]) AS v(h, m, p, c)` + fleetrow.HourConflict
+SELECT $1, h, m, p, c, s, u FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::float8[])
+AS v(h, m, p, c, s, u)` + fleetrow.HourConflict
 	upsertGPUHoursSQL = fleetrow.GPUHourInsert + `
-SELECT $1, h, g, m, u FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::float8[]) AS v(h, g, m, u)` + fleetrow.GPUHourConflict
+SELECT $1, h, g, m, u, mm FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[])
+AS v(h, g, m, u, mm)` + fleetrow.GPUHourConflict
 )
 
 // Fleet is the server's fleet ledger in one PostgreSQL database, beside (or
@@ -301,7 +309,7 @@ func (f *Fleet) ingest(ctx context.Context, node string, batch fleetrow.Batch) (
 	var (
 		price    int64
 		currency string
-		fresh    = map[int64]bool{}
+		stored   = map[int64]int64{}
 		events   int
 		first    pgx.Batch
 	)
@@ -314,17 +322,12 @@ func (f *Fleet) ingest(ctx context.Context, node string, batch fleetrow.Batch) (
 		}
 		return err
 	})
-	if n := len(batch.Minutes); n > 0 {
-		ms, samples, cpu := make([]int64, n), make([]int64, n), make([]float64, n)
-		util, mem := make([]*string, n), make([]*string, n)
-		for i, m := range batch.Minutes {
-			ms[i], samples[i], cpu[i] = m.MinuteMs, m.Samples, m.CPU
-			util[i], mem[i] = text(m.UtilText), text(m.MemText)
-		}
-		first.Queue(insertMinutesSQL, node, ms, samples, cpu, util, mem).Query(func(rows pgx.Rows) error {
-			var m int64
-			_, err := pgx.ForEachRow(rows, []any{&m}, func() error {
-				fresh[m] = true
+	if hours := fleetrow.SetHours(batch.Minutes); len(hours) > 0 {
+		first.Queue(ensureSetsSQL, node, hours)
+		first.Queue(lockSetsSQL, node, hours).Query(func(rows pgx.Rows) error {
+			var h, bits int64
+			_, err := pgx.ForEachRow(rows, []any{&h, &bits}, func() error {
+				stored[h] = bits
 				return nil
 			})
 			return err
@@ -356,27 +359,28 @@ func (f *Fleet) ingest(ctx context.Context, node string, batch fleetrow.Batch) (
 	if tx == nil {
 		return gpuwarden.BatchResult{}, errors.New("the batch began no transaction")
 	}
-	var minutes []fleetrow.MinuteRow
-	for _, m := range batch.Minutes {
-		if fresh[m.MinuteMs] {
-			minutes = append(minutes, m)
-		}
-	}
+	minutes, sets := fleetrow.Fresh(batch.Minutes, stored)
 	if len(minutes) > 0 {
 		hours, gpus := fleetrow.Hours(minutes, gpuwarden.Micros(price), gpuwarden.Currency(currency))
 		var second pgx.Batch
+		sh, sb := make([]int64, len(sets)), make([]int64, len(sets))
+		for i, s := range sets {
+			sh[i], sb[i] = s.HourMs, s.Bits
+		}
+		second.Queue(addSetsSQL, node, sh, sb)
 		n := len(hours)
 		hh, hm, hp, hc := make([]int64, n), make([]int64, n), make([]int64, n), make([]string, n)
+		hs, hu := make([]int64, n), make([]float64, n)
 		for i, h := range hours {
-			hh[i], hm[i], hp[i], hc[i] = h.HourMs, h.Minutes, h.PriceMinutes, h.Currency
+			hh[i], hm[i], hp[i], hc[i], hs[i], hu[i] = h.HourMs, h.Minutes, h.PriceMinutes, h.Currency, h.Samples, h.CPUSum
 		}
-		second.Queue(upsertHoursSQL, node, hh, hm, hp, hc)
+		second.Queue(upsertHoursSQL, node, hh, hm, hp, hc, hs, hu)
 		if n := len(gpus); n > 0 {
-			gh, gg, gm, gu := make([]int64, n), make([]int64, n), make([]int64, n), make([]float64, n)
+			gh, gg, gm, gu, gmem := make([]int64, n), make([]int64, n), make([]int64, n), make([]float64, n), make([]float64, n)
 			for i, g := range gpus {
-				gh[i], gg[i], gm[i], gu[i] = g.HourMs, g.GPU, g.Minutes, g.UtilSum
+				gh[i], gg[i], gm[i], gu[i], gmem[i] = g.HourMs, g.GPU, g.Minutes, g.UtilSum, g.MemSum
 			}
-			second.Queue(upsertGPUHoursSQL, node, gh, gg, gm, gu)
+			second.Queue(upsertGPUHoursSQL, node, gh, gg, gm, gu, gmem)
 		}
 		if err := tx.SendBatch(ctx, &second).Close(); err != nil {
 			return gpuwarden.BatchResult{}, err

@@ -29,7 +29,8 @@ type Fleet struct {
 
 	heartbeat     *sql.Stmt
 	nodePrice     *sql.Stmt
-	insertMinute  *sql.Stmt
+	minuteSet     *sql.Stmt
+	upsertSet     *sql.Stmt
 	upsertHour    *sql.Stmt
 	upsertGPUHour *sql.Stmt
 	insertEvent   *sql.Stmt
@@ -53,7 +54,8 @@ func OpenFleet(ctx context.Context, path string) (*Fleet, error) {
 	p := preparer{ctx: ctx, db: db}
 	f.heartbeat = p.prepare(fleetrow.HeartbeatSQL)
 	f.nodePrice = p.prepare(fleetrow.NodePriceSQL)
-	f.insertMinute = p.prepare(fleetrow.InsertMinuteSQL)
+	f.minuteSet = p.prepare(fleetrow.MinuteSetSQL)
+	f.upsertSet = p.prepare(fleetrow.UpsertMinuteSetSQL)
 	f.upsertHour = p.prepare(fleetrow.UpsertHourSQL)
 	f.upsertGPUHour = p.prepare(fleetrow.UpsertGPUHourSQL)
 	f.insertEvent = p.prepare(fleetrow.InsertEventSQL)
@@ -66,7 +68,7 @@ func OpenFleet(ctx context.Context, path string) (*Fleet, error) {
 
 // Close releases the file; the ledger cannot be used afterwards.
 func (f *Fleet) Close() error {
-	err := closeDB(f.db, f.heartbeat, f.nodePrice, f.insertMinute, f.upsertHour, f.upsertGPUHour, f.insertEvent)
+	err := closeDB(f.db, f.heartbeat, f.nodePrice, f.minuteSet, f.upsertSet, f.upsertHour, f.upsertGPUHour, f.insertEvent)
 	if f.rdb != nil {
 		err = errors.Join(err, f.rdb.Close())
 	}
@@ -339,29 +341,34 @@ func (f *Fleet) Ingest(ctx context.Context, node string, b gpuwarden.FleetBatch)
 		if err != nil {
 			return err
 		}
-		var fresh []fleetrow.MinuteRow
-		st := tx.StmtContext(ctx, f.insertMinute)
-		for _, m := range batch.Minutes {
-			r, err := st.ExecContext(ctx, node, m.MinuteMs, m.Samples, m.CPU, m.UtilText, m.MemText)
-			if err != nil {
+		// The transaction holds the write lock, so the sets read here are
+		// still the stored ones when the new bits are added.
+		stored := map[int64]int64{}
+		st := tx.StmtContext(ctx, f.minuteSet)
+		for _, h := range fleetrow.SetHours(batch.Minutes) {
+			var bits int64
+			if err := st.QueryRowContext(ctx, node, h).Scan(&bits); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			if n, err := r.RowsAffected(); err != nil {
+			stored[h] = bits
+		}
+		fresh, sets := fleetrow.Fresh(batch.Minutes, stored)
+		st = tx.StmtContext(ctx, f.upsertSet)
+		for _, s := range sets {
+			if _, err := st.ExecContext(ctx, node, s.HourMs, s.Bits); err != nil {
 				return err
-			} else if n > 0 {
-				fresh = append(fresh, m)
 			}
 		}
 		hours, gpus := fleetrow.Hours(fresh, gpuwarden.Micros(price), gpuwarden.Currency(currency))
 		st = tx.StmtContext(ctx, f.upsertHour)
 		for _, h := range hours {
-			if _, err := st.ExecContext(ctx, node, h.HourMs, h.Minutes, h.PriceMinutes, h.Currency); err != nil {
+			if _, err := st.ExecContext(ctx, node, h.HourMs, h.Minutes, h.PriceMinutes, h.Currency, h.Samples, h.CPUSum); err != nil {
 				return err
 			}
 		}
 		st = tx.StmtContext(ctx, f.upsertGPUHour)
 		for _, g := range gpus {
-			if _, err := st.ExecContext(ctx, node, g.HourMs, g.GPU, g.Minutes, g.UtilSum); err != nil {
+			if _, err := st.ExecContext(ctx, node, g.HourMs, g.GPU, g.Minutes, g.UtilSum, g.MemSum); err != nil {
 				return err
 			}
 		}

@@ -1,7 +1,9 @@
 package fleetrow
 
 import (
+	"cmp"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,19 +80,58 @@ func TestHeartbeatsLastWinsSortedByNode(t *testing.T) {
 func TestHours(t *testing.T) {
 	h := hourMs
 	minutes := []MinuteRow{
-		{MinuteMs: 0, GPUUtil: []float64{10, 20}},
-		{MinuteMs: minuteMs, GPUUtil: []float64{30}},
-		{MinuteMs: h, GPUUtil: nil},
-		{MinuteMs: h + minuteMs, GPUUtil: []float64{1, 2, 3}},
+		{MinuteMs: 0, Samples: 60, CPU: 10, GPUUtil: []float64{10, 20}, GPUMem: []float64{5, 6}},
+		{MinuteMs: minuteMs, Samples: 59, CPU: 20, GPUUtil: []float64{30}, GPUMem: []float64{7, 8}},
+		{MinuteMs: h, Samples: 1, GPUUtil: nil},
+		{MinuteMs: h + minuteMs, Samples: 60, CPU: 1.5, GPUUtil: []float64{1, 2, 3}, GPUMem: []float64{9}},
 	}
 	hours, gpus := Hours(minutes, 600, "USD")
-	wantHours := []HourRow{{0, 2, 1200, "USD"}, {h, 2, 1200, "USD"}}
-	wantGPUs := []GPUHourRow{{0, 0, 2, 40}, {0, 1, 1, 20}, {h, 0, 1, 1}, {h, 1, 1, 2}, {h, 2, 1, 3}}
+	wantHours := []HourRow{{0, 2, 1200, "USD", 119, 30}, {h, 2, 1200, "USD", 61, 1.5}}
+	// Memory counts only where its GPU has a utilisation: minute 1's second
+	// GPU has none, so its 8 is not added.
+	wantGPUs := []GPUHourRow{{0, 0, 2, 40, 12}, {0, 1, 1, 20, 6}, {h, 0, 1, 1, 9}, {h, 1, 1, 2, 0}, {h, 2, 1, 3, 0}}
 	if !reflect.DeepEqual(hours, wantHours) {
 		t.Errorf("hours = %+v, want %+v", hours, wantHours)
 	}
 	if !reflect.DeepEqual(gpus, wantGPUs) {
 		t.Errorf("gpus = %+v, want %+v", gpus, wantGPUs)
+	}
+}
+
+func TestFresh(t *testing.T) {
+	h := hourMs
+	minutes := []MinuteRow{{MinuteMs: 0}, {MinuteMs: 2 * minuteMs}, {MinuteMs: 59 * minuteMs}, {MinuteMs: h}, {MinuteMs: h + 3*minuteMs},
+		{MinuteMs: -minuteMs}}
+	slices.SortFunc(minutes, func(a, b MinuteRow) int { return cmp.Compare(a.MinuteMs, b.MinuteMs) })
+	tests := []struct {
+		name      string
+		stored    map[int64]int64
+		wantFresh []int64
+		wantSets  []MinuteSet
+	}{
+		{"nothing stored", nil, []int64{-minuteMs, 0, 2 * minuteMs, 59 * minuteMs, h, h + 3*minuteMs},
+			[]MinuteSet{{-h, 1 << 59}, {0, 1 | 1<<2 | 1<<59}, {h, 1 | 1<<3}}},
+		{"a replay", map[int64]int64{-h: 1 << 59, 0: 1 | 1<<2 | 1<<59, h: 1 | 1<<3}, nil, nil},
+		{"part stored", map[int64]int64{0: 1 << 2, h: 1<<3 | 1<<10}, []int64{-minuteMs, 0, 59 * minuteMs, h},
+			[]MinuteSet{{-h, 1 << 59}, {0, 1 | 1<<59}, {h, 1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fresh, sets := Fresh(minutes, tt.stored)
+			var got []int64
+			for _, m := range fresh {
+				got = append(got, m.MinuteMs)
+			}
+			if !reflect.DeepEqual(got, tt.wantFresh) {
+				t.Errorf("fresh = %v, want %v", got, tt.wantFresh)
+			}
+			if !reflect.DeepEqual(sets, tt.wantSets) {
+				t.Errorf("sets = %v, want %v", sets, tt.wantSets)
+			}
+		})
+	}
+	if got, want := SetHours(minutes), []int64{-h, 0, h}; !reflect.DeepEqual(got, want) {
+		t.Errorf("SetHours = %v, want %v", got, want)
 	}
 }
 
