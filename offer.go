@@ -2,6 +2,7 @@ package gpuwarden
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type Offer struct {
 	OnDemandHourly Micros   `json:"on_demand_hourly,omitempty"`
 	SpotHourly     Micros   `json:"spot_hourly,omitempty"`
 	Monthly        Micros   `json:"monthly,omitempty"`
+	// Zones is how many availability zones of the region list the offer,
+	// folded into this one row; 0 when the catalog names no zones.
+	Zones int `json:"zones,omitempty"`
 	// AsOf is when the price was read: "2026-11" or "2026-11-09".
 	AsOf string `json:"as_of"`
 	// Source says where the price came from, so any figure can be checked.
@@ -34,7 +38,9 @@ type Offer struct {
 }
 
 // VRAMGB is the box's total GPU memory.
-func (o Offer) VRAMGB() float64 { return o.GPUCount * o.VRAMGBPerGPU }
+// It is rounded to 0.01 GB so that 7 × 79.65 prints as 557.55, not with
+// the float tail of the product.
+func (o Offer) VRAMGB() float64 { return math.Round(o.GPUCount*o.VRAMGBPerGPU*100) / 100 }
 
 // Where names the offer's location for people: "aws us-east-1 (US)".
 func (o Offer) Where() string {
@@ -113,4 +119,18 @@ type Catalog struct {
 	Storage  []StorageRate
 	GPUs     []GPUSpec
 	Warnings []string
+	// Sources are the downloaded catalogs the offers come from, so that a
+	// report can say how old its prices are.
+	Sources []PriceSource
+}
+
+// PriceSource is one downloaded price catalog (`gpuwarden catalog update`).
+type PriceSource struct {
+	Provider string `json:"provider"`
+	URL      string `json:"url"`
+	// FetchedAt is when the content in use was downloaded; CheckedAt the
+	// last time its server confirmed it current.
+	FetchedAt time.Time `json:"fetched_at"`
+	CheckedAt time.Time `json:"checked_at"`
+	Offers    int       `json:"offers"`
 }

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -42,7 +44,18 @@ func CountryOf(provider, region string) string {
 	if err != nil {
 		return ""
 	}
-	return table[regionKey(normalizeProvider(provider), region)]
+	p := normalizeProvider(provider)
+	if c := table[regionKey(p, region)]; c != "" {
+		return c
+	}
+	// RunPod names a region by its country ("US", "CZ"): any new one is
+	// its own country, without waiting for the table.
+	if p == "runpod" {
+		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
+			return cc
+		}
+	}
+	return ""
 }
 
 // splitLocation reads marketplace locations written "City, CC, Continent"
@@ -75,4 +88,43 @@ func placeOf(provider, loc string) (region, country string) {
 		return place, cc
 	}
 	return loc, CountryOf(provider, loc)
+}
+
+// unknownRegionWarning names the regions of a provider that the region
+// table has no country for, so that a residency rule excluding them is
+// explained where the prices are read, not discovered as a silent gap.
+func unknownRegionWarning(provider string, regions []string) string {
+	sorted := append([]string(nil), regions...)
+	sort.Strings(sorted)
+	shown := sorted
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	list := strings.Join(shown, ", ")
+	if len(sorted) > len(shown) {
+		list += fmt.Sprintf(" and %d more", len(sorted)-len(shown))
+	}
+	return fmt.Sprintf("%s %s %s not in the region table: no country, so residency rules cannot place %s (%s)",
+		plural(len(sorted), "region", "regions"), "of "+provider, isAre(len(sorted)), itThem(len(sorted)), list)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
