@@ -56,18 +56,19 @@ cheaper of on-demand and spot, in the offer's own currency.
 			if err := checkFilterNames(catalog.KnownNames(cat), f); err != nil {
 				return err
 			}
+			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, cat.Warnings)
 			offers := filterOffers(cat.Offers, f)
 			switch output {
 			case "json":
-				return writeJSON(a.stdout, map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings)})
+				return writeJSON(a.stdout, map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings), "price_sources": nonNilSources(cat.Sources)})
 			case "csv":
 				return offersCSV(a.stdout, offers)
 			}
 			return offersTable(a.stdout, offers)
 		},
 	}
-	cats.register(c)
+	cats.registerDownloads(c)
 	c.Flags().StringVar(&f.GPU, "gpu", "", "GPU model, any alias (H100, A100-80GB, RTX4090)")
 	c.Flags().Float64Var(&f.MinVRAMGB, "min-vram", 0, "least VRAM per box in `GB`")
 	c.Flags().StringVar(&f.Provider, "provider", "", "provider name (aws, gcp, lambda, …)")
@@ -199,6 +200,14 @@ func offersCSV(w io.Writer, offers []gpuwarden.Offer) error {
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
+	}
+	return s
+}
+
+// nonNilSources keeps "price_sources": [] in JSON when nothing was downloaded.
+func nonNilSources(s []gpuwarden.PriceSource) []gpuwarden.PriceSource {
+	if s == nil {
+		return []gpuwarden.PriceSource{}
 	}
 	return s
 }

@@ -77,6 +77,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			r.Warnings = append(r.Warnings, cat.Warnings...)
+			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, r.Warnings)
 			v := planView{Report: r, Schema: planJSONSchema, File: path}
 			switch output {
@@ -102,7 +103,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			return nil
 		},
 	}
-	cats.register(c)
+	cats.registerDownloads(c)
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
 	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
 	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
