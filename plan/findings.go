@@ -238,7 +238,10 @@ func (r *Report) spotFinding(add func(string, string, ...any)) {
 func (r *Report) monthlyFinding(add func(string, string, ...any)) {
 	for i := range r.order {
 		c := r.fit(i)
-		if c.Billing != Monthly || c.BreakEvenHours == 0 {
+		// A break-even at or past the month's hours is never reached: the
+		// monthly price cannot beat the hourly rate, so there is nothing
+		// to weigh.
+		if c.Billing != Monthly || c.BreakEvenHours == 0 || c.BreakEvenHours >= r.HoursPerMonth {
 			continue
 		}
 		billed := r.hours.onDemand.Billed()

@@ -93,7 +93,10 @@ type Report struct {
 	cat                     *gpuwarden.Catalog
 	centArena               []gpuwarden.Cents
 	shared                  map[sharedKey]sharedLines
-	order                   []int32 // indices of fits, cheapest first
+	estimates               map[estimateKey]estimated
+	priced                  []string                   // providers with egress or storage prices
+	byCountry               map[string]map[string]bool // country → providers with offers there
+	order                   []int32                    // indices of fits, cheapest first
 }
 
 // Finding is one conclusion for people, with a stable kind for machines.
@@ -336,6 +339,9 @@ func hoursLine(item LineItem, h float64, rate gpuwarden.Micros) Line {
 type sharedKey struct {
 	provider string
 	currency gpuwarden.Currency
+	// country matters only to estimates, which are made from the
+	// providers priced in the same country.
+	country string
 }
 
 type sharedLines struct {
@@ -347,7 +353,7 @@ type sharedLines struct {
 // sharedFor computes the egress and storage lines once per provider and
 // currency: they do not depend on the instance.
 func (r *Report) sharedFor(o *gpuwarden.Offer) sharedLines {
-	k := sharedKey{o.Provider, o.Currency}
+	k := sharedKey{o.Provider, o.Currency, o.Country}
 	if s, ok := r.shared[k]; ok {
 		return s
 	}
@@ -376,7 +382,13 @@ func (r *Report) sharedLines(o *gpuwarden.Offer) ([]Line, bool) {
 		l := Line{Item: egressItem(scope), Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGB}
 		q, found := PriceEgress(r.cat.Egress, o.Provider, scope, l.Quantity)
 		if !found {
-			l.Unpriced = true
+			r.estimate(&l, o.Country, egressEstimateKind(scope), func(prov string) (gpuwarden.Micros, bool) {
+				q, found := PriceEgress(r.cat.Egress, prov, scope, l.Quantity)
+				if !found {
+					return 0, false
+				}
+				return r.fx.convert(q.Amount, q.Currency)
+			})
 		} else {
 			amt, ok := r.fx.convert(q.Amount, q.Currency)
 			if !ok {
@@ -398,7 +410,14 @@ func (r *Report) sharedLines(o *gpuwarden.Offer) ([]Line, bool) {
 	if gb := p.Data.StorageGB; gb > 0 {
 		l := Line{Item: ItemStorage, Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGBMonth}
 		if sr, found := storageRate(r.cat.Storage, o.Provider, p.Data.StorageKind); !found {
-			l.Unpriced = true
+			r.estimate(&l, o.Country, "storage "+p.Data.StorageKind, func(prov string) (gpuwarden.Micros, bool) {
+				sr, found := storageRate(r.cat.Storage, prov, p.Data.StorageKind)
+				if !found {
+					return 0, false
+				}
+				rate, ok := r.fx.convert(sr.PerGBMonth, sr.Currency)
+				return rate.Mul(l.Quantity), ok
+			})
 		} else {
 			rate, ok := r.fx.convert(sr.PerGBMonth, sr.Currency)
 			if !ok {

@@ -156,7 +156,7 @@ func offersTable(w io.Writer, offers []gpuwarden.Offer) error {
 	for _, o := range offers {
 		rows = append(rows, []string{o.Provider, region(o), o.Instance, gpus(&o), trimFloat(o.VRAMGB()) + " GB",
 			priceCell(o.Currency, o.OnDemandHourly, "h"), priceCell(o.Currency, o.SpotHourly, "h"),
-			priceCell(o.Currency, o.Monthly, "mo"), o.AsOf})
+			priceCell(o.Currency, o.Monthly, "mo"), undatedCell(o.AsOf)})
 	}
 	fitOfferColumn(rows, 2)
 	rightAlign(rows, 4, 5, 6, 7)
@@ -210,4 +210,13 @@ func nonNilSources(s []gpuwarden.PriceSource) []gpuwarden.PriceSource {
 		return []gpuwarden.PriceSource{}
 	}
 	return s
+}
+
+// undatedCell shows an empty as_of as "undated" in tables, never as a
+// blank that reads like a missing column.
+func undatedCell(asOf string) string {
+	if asOf == "" {
+		return "undated"
+	}
+	return asOf
 }

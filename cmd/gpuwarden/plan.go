@@ -18,7 +18,7 @@ import (
 
 // planJSONSchema names the layout of `plan -o json`; it changes only with a
 // new version, documented in docs/plan-json.md.
-const planJSONSchema = "gpuwarden.plan/v1"
+const planJSONSchema = "gpuwarden.plan/v2"
 
 func (a *app) planCommand() *cobra.Command {
 	var (
@@ -79,7 +79,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			r.Warnings = append(r.Warnings, cat.Warnings...)
 			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, r.Warnings)
-			v := planView{Report: r, Schema: planJSONSchema, File: path}
+			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources)}
 			switch output {
 			case "json":
 				err = writeJSON(a.stdout, v)
@@ -126,6 +126,8 @@ func planCatalogs(planPath string, p *gpuwarden.Plan) []string {
 type planView struct {
 	Schema string `json:"schema"`
 	File   string `json:"file"`
+	// PriceSources are the downloaded catalogs priced with, and their age.
+	PriceSources []gpuwarden.PriceSource `json:"price_sources"`
 	*plan.Report
 }
 
@@ -147,14 +149,14 @@ func columns(c *plan.Candidate) (compute, idle, data gpuwarden.Cents) {
 	return
 }
 
-// unpriced reports whether a candidate has a line the catalog could not price.
-func unpriced(c *plan.Candidate) bool {
+// unpriced reports whether a candidate has a line the catalog could not
+// price, and whether it has one priced by an estimate.
+func unpriced(c *plan.Candidate) (missing, estimated bool) {
 	for _, l := range c.Lines() {
-		if l.Unpriced {
-			return true
-		}
+		missing = missing || l.Unpriced
+		estimated = estimated || l.Estimated
 	}
-	return false
+	return missing, estimated
 }
 
 func gpus(o *gpuwarden.Offer) string {
@@ -191,7 +193,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 	}
 	if len(v.Ranked) > 0 {
 		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
-		anyUnpriced := false
+		anyUnpriced, anyEstimated := false, false
 		for _, c := range v.shown(limit) {
 			compute, idle, data := columns(c)
 			rank := strconv.Itoa(int(c.Rank))
@@ -199,12 +201,17 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 				rank += " " + m
 			}
 			total := v.money(c.Total)
-			if unpriced(c) {
+			missing, estimated := unpriced(c)
+			if estimated {
+				total = "~" + total
+				anyEstimated = true
+			}
+			if missing {
 				total += "*"
 				anyUnpriced = true
 			}
-			rows = append(rows, []string{rank, c.Offer.Provider + " " + c.Offer.Region + " " + c.Offer.Instance,
-				gpus(c.Offer), c.Billing.String(), v.money(compute), v.money(idle), v.money(data), total})
+			rows = append(rows, []string{rank, offerName(c.Offer), gpus(c.Offer), c.Billing.String(),
+				v.money(compute), v.money(idle), v.money(data), total})
 		}
 		fitOfferColumn(rows, 1)
 		rightAlign(rows, 4, 5, 6, 7)
@@ -219,6 +226,9 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
 		}
 		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
+		if anyEstimated {
+			fmt.Fprintln(&b, "~ the provider has no egress or storage price: estimated from other providers (docs/pricing.md)")
+		}
 		if anyUnpriced {
 			fmt.Fprintln(&b, "* the catalog has no egress or storage price for this provider: the total leaves it out")
 		}
@@ -306,7 +316,11 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 	for _, l := range c.Lines() {
 		rows = append(rows, []string{"  " + l.Item.String(), v.lineDetail(l), v.lineAmount(l)})
 	}
-	rows = append(rows, []string{"  total", "", v.money(c.Total)})
+	total := v.money(c.Total)
+	if _, estimated := unpriced(c); estimated {
+		total = "~" + total
+	}
+	rows = append(rows, []string{"  total", "", total})
 	if c.PerResult != nil {
 		rows = append(rows, []string{"  per result", trimFloat(c.PerResult.Results) + " a month",
 			v.Currency.FormatRate(fourPlaces(c.PerResult.Amount), c.PerResult.Unit)})
@@ -317,7 +331,7 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 		t.row(r...)
 	}
 	_ = t.flush()
-	fmt.Fprint(b, wrap(c.Offer.Source+", as of "+c.Offer.AsOf, "  source: ", pageWidth))
+	fmt.Fprint(b, wrap(c.Offer.Source+", "+asOf(c.Offer), "  source: ", pageWidth))
 }
 
 func (v planView) lineDetail(l plan.Line) string {
@@ -325,6 +339,8 @@ func (v planView) lineDetail(l plan.Line) string {
 	switch {
 	case l.Unpriced:
 		return q + ", no price in the catalog"
+	case l.Estimated:
+		return q + ", estimated: " + l.Basis
 	case l.Item == plan.ItemMonthly:
 		return "flat, whole month"
 	case l.Tiered:
@@ -344,6 +360,9 @@ func fourPlaces(m gpuwarden.Micros) gpuwarden.Micros { return (m + 50) / 100 * 1
 func (v planView) lineAmount(l plan.Line) string {
 	if l.Unpriced {
 		return "unpriced"
+	}
+	if l.Estimated {
+		return "~" + v.money(l.Amount)
 	}
 	return v.money(l.Amount)
 }
@@ -482,3 +501,22 @@ func (v planView) markdown(w io.Writer, limit int) error {
 }
 
 func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// asOf says when a price was read, or that nobody said: an empty date
+// after "as of" reads as a cut-off line.
+func asOf(o *gpuwarden.Offer) string {
+	if o.AsOf == "" {
+		return "undated"
+	}
+	return "as of " + o.AsOf
+}
+
+// offerName is the OFFER cell: provider, region and instance, with the
+// number of zones folded into the row when there are several.
+func offerName(o *gpuwarden.Offer) string {
+	s := o.Provider + " " + o.Region + " " + o.Instance
+	if o.Zones > 1 {
+		s += fmt.Sprintf(" (%d zones)", o.Zones)
+	}
+	return s
+}
