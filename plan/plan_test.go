@@ -513,3 +513,22 @@ func TestBoxRate(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkRank100kBudget is BenchmarkRank100k with the plan's $500 budget
+// kept: most candidates are priced and then excluded, the path the JSON
+// summary of exclusions exists for.
+func BenchmarkRank100kBudget(b *testing.B) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+	p := finetunePlan()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var excluded int
+	for b.Loop() {
+		r, err := Rank(p, cat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		excluded = len(r.Excluded)
+	}
+	b.ReportMetric(float64(excluded), "excluded")
+}

@@ -22,10 +22,11 @@ const planJSONSchema = "gpuwarden.plan/v2"
 
 func (a *app) planCommand() *cobra.Command {
 	var (
-		cats    catalogFlags
-		output  string
-		explain bool
-		limit   int
+		cats          catalogFlags
+		output        string
+		explain       bool
+		allExclusions bool
+		limit         int
 	)
 	c := &cobra.Command{
 		Use:   "plan [FILE]",
@@ -79,7 +80,11 @@ Every total is the sum of its printed lines, in the budget's currency.
 			r.Warnings = append(r.Warnings, cat.Warnings...)
 			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, r.Warnings)
-			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources)}
+			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources),
+				Exclusions: summariseExclusions(r.Excluded)}
+			if allExclusions {
+				v.Excluded = r.Excluded
+			}
 			switch output {
 			case "json":
 				err = writeJSON(a.stdout, v)
@@ -106,6 +111,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 	cats.registerDownloads(c)
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
 	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
+	c.Flags().BoolVar(&allExclusions, "all-exclusions", false, "-o json: list every excluded offer, not a count per reason and a sample of 20")
 	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
 	return c
 }
@@ -128,7 +134,48 @@ type planView struct {
 	File   string `json:"file"`
 	// PriceSources are the downloaded catalogs priced with, and their age.
 	PriceSources []gpuwarden.PriceSource `json:"price_sources"`
+	// Exclusions summarises Report.Excluded: a budget over 100,000 offers
+	// excludes most of them, and a full list would be tens of megabytes.
+	Exclusions exclusionSummary `json:"exclusions"`
+	// Excluded shadows Report.Excluded in JSON: the full list only with
+	// --all-exclusions.
+	Excluded []plan.Exclusion `json:"excluded,omitempty"`
 	*plan.Report
+}
+
+// exclusionSample is how many exclusions the summary shows.
+const exclusionSample = 20
+
+// exclusionSummary counts exclusions per reason and shows a few: the first
+// of each reason (the cheapest, for the budget), then more in report order.
+type exclusionSummary struct {
+	Total    int                 `json:"total"`
+	ByReason map[plan.Reason]int `json:"by_reason"`
+	Sample   []plan.Exclusion    `json:"sample"`
+}
+
+func summariseExclusions(all []plan.Exclusion) exclusionSummary {
+	s := exclusionSummary{Total: len(all), ByReason: map[plan.Reason]int{}, Sample: []plan.Exclusion{}}
+	firsts := map[plan.Reason]int{}
+	for i, e := range all {
+		if s.ByReason[e.Reason] == 0 {
+			firsts[e.Reason] = i
+		}
+		s.ByReason[e.Reason]++
+	}
+	taken := map[int]bool{}
+	for _, reason := range exclusionOrder {
+		if i, ok := firsts[reason]; ok && len(s.Sample) < exclusionSample {
+			s.Sample = append(s.Sample, all[i])
+			taken[i] = true
+		}
+	}
+	for i := 0; i < len(all) && len(s.Sample) < exclusionSample; i++ {
+		if !taken[i] {
+			s.Sample = append(s.Sample, all[i])
+		}
+	}
+	return s
 }
 
 func (v planView) money(c gpuwarden.Cents) string { return v.Currency.Format(c) }
@@ -384,13 +431,14 @@ var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonResidency, pl
 // exclusions prints one line per reason: how many offers it left out and the
 // first of them (for the budget, the cheapest) with the reason in words.
 func (v planView) exclusions(b *strings.Builder) {
-	if len(v.Excluded) == 0 {
+	excluded := v.Report.Excluded
+	if len(excluded) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nExcluded (%d; -o json lists all)\n", len(v.Excluded))
+	fmt.Fprintf(b, "\nExcluded (%d; -o json --all-exclusions lists all)\n", len(excluded))
 	for _, reason := range exclusionOrder {
 		n, first := 0, -1
-		for i, e := range v.Excluded {
+		for i, e := range excluded {
 			if e.Reason == reason {
 				if first < 0 {
 					first = i
@@ -401,7 +449,7 @@ func (v planView) exclusions(b *strings.Builder) {
 		if n == 0 {
 			continue
 		}
-		e := v.Excluded[first]
+		e := excluded[first]
 		what := e.Offer.Provider + " " + e.Offer.Region + " " + e.Offer.Instance
 		if e.Billing != 0 {
 			what += " (" + e.Billing.String() + ")"
@@ -486,11 +534,11 @@ func (v planView) markdown(w io.Writer, limit int) error {
 			fmt.Fprintf(&b, "- %s\n", f.Message)
 		}
 	}
-	if len(v.Excluded) > 0 {
-		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Excluded))
-		for i, e := range v.Excluded {
+	if len(v.Report.Excluded) > 0 {
+		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Report.Excluded))
+		for i, e := range v.Report.Excluded {
 			if limit > 0 && i == limit {
-				fmt.Fprintf(&b, "- … %d more\n", len(v.Excluded)-limit)
+				fmt.Fprintf(&b, "- … %d more\n", len(v.Report.Excluded)-limit)
 				break
 			}
 			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Message)
@@ -514,9 +562,10 @@ func asOf(o *gpuwarden.Offer) string {
 // offerName is the OFFER cell: provider, region and instance, with the
 // number of zones folded into the row when there are several.
 func offerName(o *gpuwarden.Offer) string {
-	s := o.Provider + " " + o.Region + " " + o.Instance
+	// The count goes before the instance, which the table may cut short.
+	where := o.Provider + " " + o.Region
 	if o.Zones > 1 {
-		s += fmt.Sprintf(" (%d zones)", o.Zones)
+		where += fmt.Sprintf(" (%d zones)", o.Zones)
 	}
-	return s
+	return where + " " + o.Instance
 }
