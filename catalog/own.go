@@ -52,6 +52,7 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		offers                     []gpuwarden.Offer
 		undated, noCountry, noVRAM counted
 		priceCol                   = firstCol(cOnDemand, cSpot, cMonthly)
+		names                      = map[ownGPUKey]ownGPU{}
 	)
 	for {
 		ok, err := t.next()
@@ -79,7 +80,14 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		if o.VRAMGBPerGPU, err = t.number(cVRAM); err != nil {
 			return nil, nil, err
 		}
-		name, sizes := canonicalGPU(t.cell(cGPU), o.VRAMGBPerGPU)
+		// A price file repeats a few GPU names thousands of times.
+		nk := ownGPUKey{t.cell(cGPU), o.VRAMGBPerGPU}
+		g, seen := names[nk]
+		if !seen {
+			g.name, g.sizes = canonicalGPU(nk.name, nk.vram)
+			names[nk] = g
+		}
+		name, sizes := g.name, g.sizes
 		o.GPU = name
 		switch {
 		case t.cell(cVRAM) != "" && o.VRAMGBPerGPU == 0:
@@ -179,4 +187,15 @@ func isUpperASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// ownGPUKey and ownGPU cache canonicalGPU per GPU cell and memory figure.
+type ownGPUKey struct {
+	name string
+	vram float64
+}
+
+type ownGPU struct {
+	name  string
+	sizes []float64
 }

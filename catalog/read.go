@@ -237,7 +237,7 @@ func (t *table) line() int {
 }
 
 // origin names the current row for Offer.Origin.
-func (t *table) origin() string { return fmt.Sprintf("%s:%d", t.name, t.line()) }
+func (t *table) origin() string { return t.name + ":" + strconv.Itoa(t.line()) }
 
 // cellErr reports a bad cell as NAME:LINE:COL: column NAME: …, COL counting
 // columns from 1.

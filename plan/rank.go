@@ -62,8 +62,29 @@ type Exclusion struct {
 	Offer   *gpuwarden.Offer `json:"offer"`
 	Billing Billing          `json:"billing,omitempty"`
 	Reason  Reason           `json:"reason"`
+	// Message is the reason in words; empty for a budget exclusion, whose
+	// words Why writes when asked: a budget over 100,000 offers excludes
+	// most of them, and formatting each message was a third of the ranking.
 	Message string           `json:"message"`
 	Total   *gpuwarden.Cents `json:"total,omitempty"`
+	limit   gpuwarden.Cents
+	cur     gpuwarden.Currency
+}
+
+// Why is the exclusion in words.
+func (e *Exclusion) Why() string {
+	if e.Message == "" && e.Reason == ReasonBudget && e.Total != nil {
+		return fmt.Sprintf("%s a month is over the %s budget", e.cur.Format(*e.Total), e.cur.Format(e.limit))
+	}
+	return e.Message
+}
+
+// MarshalJSON writes the exclusion with its message.
+func (e Exclusion) MarshalJSON() ([]byte, error) {
+	type fields Exclusion
+	f := fields(e)
+	f.Message = e.Why()
+	return json.Marshal(f)
 }
 
 // Report is the outcome of planning: sizing, the ranked offers with their

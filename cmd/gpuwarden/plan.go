@@ -87,7 +87,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			}
 			switch output {
 			case "json":
-				err = writeJSON(a.stdout, v)
+				err = writeJSON(a.stdout, planJSON{planView: v, Ranked: v.shown(limit), RankedTotal: len(r.Ranked)})
 			case "csv":
 				err = v.csv(a.stdout)
 			case "md":
@@ -112,7 +112,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
 	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
 	c.Flags().BoolVar(&allExclusions, "all-exclusions", false, "-o json: list every excluded offer, not a count per reason and a sample of 20")
-	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
+	c.Flags().IntVar(&limit, "limit", 10, "ranked rows to show in table, md and json output (0 = all; plan B always shows)")
 	return c
 }
 
@@ -141,6 +141,15 @@ type planView struct {
 	// --all-exclusions.
 	Excluded []plan.Exclusion `json:"excluded,omitempty"`
 	*plan.Report
+}
+
+// planJSON is what -o json writes: the view with the ranking cut to
+// --limit rows (plan B kept), so that 100,000 offers make a report of a few
+// hundred kilobytes, and the number of rows the full ranking has.
+type planJSON struct {
+	planView
+	Ranked      []*plan.Candidate `json:"ranked"`
+	RankedTotal int               `json:"ranked_total"`
 }
 
 // exclusionSample is how many exclusions the summary shows.
@@ -458,7 +467,7 @@ func (v planView) exclusions(b *strings.Builder) {
 		if reason == plan.ReasonBudget {
 			lead = "cheapest:"
 		}
-		fmt.Fprint(b, wrapHanging(fmt.Sprintf("%d %s, %s %s: %s", n, reason, lead, what, e.Message), "  ", "      ", pageWidth))
+		fmt.Fprint(b, wrapHanging(fmt.Sprintf("%d %s, %s %s: %s", n, reason, lead, what, e.Why()), "  ", "      ", pageWidth))
 	}
 }
 
@@ -541,7 +550,7 @@ func (v planView) markdown(w io.Writer, limit int) error {
 				fmt.Fprintf(&b, "- … %d more\n", len(v.Report.Excluded)-limit)
 				break
 			}
-			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Message)
+			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Why())
 		}
 	}
 	_, err := io.WriteString(w, b.String())
