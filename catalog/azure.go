@@ -115,7 +115,11 @@ func azureCSV(items []azureItem, now time.Time) ([]byte, int) {
 		if price <= 0 {
 			price = it.UnitPrice
 		}
-		if price <= 0 {
+		// What the file cannot hold is not stored: a price under a micro
+		// or past a million an hour, a currency or region that is not a
+		// plain code.
+		if m := gpuwarden.MicrosFromFloat(price); m <= 0 || price >= 1e6 ||
+			!isCurrencyCode(it.CurrencyCode) || !isARMName(it.ArmRegionName) {
 			continue
 		}
 		k := key{it.ArmRegionName, it.ArmSkuName}
@@ -195,4 +199,17 @@ func orUnknown(s string) string {
 		return "date unknown"
 	}
 	return s
+}
+
+// isARMName reports an Azure region name: lower-case letters and digits.
+func isARMName(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < 'a' || s[i] > 'z') && (s[i] < '0' || s[i] > '9') {
+			return false
+		}
+	}
+	return true
 }
