@@ -140,7 +140,7 @@ func TestReadOffersFormats(t *testing.T) {
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"1 row lists a spot price of 0 or equal to on-demand: treated as no spot market (line 6)",
+				"1 row lists a spot price of 0, equal to on-demand or above it: treated as no spot market (line 6)",
 				"1 row rents a fraction of a GPU: the count is kept as a fraction and VRAM per GPU is the whole card's (line 11)",
 				"skipped 2 rows of TPUs and other non-NVIDIA accelerators (lines 8, 12)",
 			},
@@ -179,7 +179,7 @@ func TestReadOffersFormats(t *testing.T) {
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"7 rows list a spot price of 0 or equal to on-demand: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
+				"7 rows list a spot price of 0, equal to on-demand or above it: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
 				"1 row gives GPU memory that no model of that name has: used the datasheet figure (line 7)",
 			},
 		},
@@ -221,7 +221,7 @@ func TestReadOffersFormats(t *testing.T) {
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"7 rows list a spot price of 0 or equal to on-demand: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
+				"7 rows list a spot price of 0, equal to on-demand or above it: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
 				"1 row gives GPU memory that no model of that name has: used the datasheet figure (line 7)",
 			},
 		},

@@ -87,6 +87,10 @@ func placeOf(provider, loc string) (region, country string) {
 	if place, cc, ok := splitLocation(loc); ok {
 		return place, cc
 	}
+	// Prime Intellect writes "CC - region" ("FI - FIN-01", "US - us-east1-a").
+	if cc, _, ok := strings.Cut(loc, " - "); ok && isCountryCode(cc) {
+		return loc, cc
+	}
 	return loc, CountryOf(provider, loc)
 }
 

@@ -173,7 +173,9 @@ func (s *skyPilotReader) prices(cPrice, cSpot int) (price, spot gpuwarden.Micros
 	if spot, err = s.t.price(cSpot, false); err != nil {
 		return 0, 0, false, err
 	}
-	if s.t.cell(cSpot) != "" && (spot == 0 || spot == price) {
+	// Prime Intellect writes 99999999 for "no spot": a spot price above
+	// on-demand is no spot market anyone would use.
+	if s.t.cell(cSpot) != "" && (spot == 0 || spot == price || (price > 0 && spot > price)) {
 		s.noSpot.add(s.t.line())
 		spot = 0
 	}
@@ -512,7 +514,7 @@ func (s *skyPilotReader) warnings() []string {
 			w = append(w, fmt.Sprintf(format, args...)+" ("+c.where()+")")
 		}
 	}
-	add(s.noSpot, "%s a spot price of 0 or equal to on-demand: treated as no spot market", rowsDo(s.noSpot.n, "lists", "list"))
+	add(s.noSpot, "%s a spot price of 0, equal to on-demand or above it: treated as no spot market", rowsDo(s.noSpot.n, "lists", "list"))
 	add(s.fractional, "%s a fraction of a GPU: the count is kept as a fraction and VRAM per GPU is the whole card's", rowsDo(s.fractional.n, "rents", "rent"))
 	add(s.nonNVIDIA, "skipped %s of TPUs and other non-NVIDIA accelerators", rows(s.nonNVIDIA.n))
 	add(s.noPrice, "skipped %s of GPUs without a price", rows(s.noPrice.n))
