@@ -48,14 +48,32 @@ func CountryOf(provider, region string) string {
 	if c := table[regionKey(p, region)]; c != "" {
 		return c
 	}
-	// RunPod names a region by its country ("US", "CZ"): any new one is
-	// its own country, without waiting for the table.
-	if p == "runpod" {
+	switch p {
+	case "runpod":
+		// RunPod names a region by its country ("US", "CZ"): any new one
+		// is its own country, without waiting for the table.
 		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
 			return cc
 		}
+	case "shadeform":
+		// Shadeform writes city-country-N ("kansascity-usa-2",
+		// "helsinki-finland-4") for the clouds it resells.
+		parts := strings.Split(strings.ToLower(strings.TrimSpace(region)), "-")
+		if len(parts) >= 3 {
+			return countryWords[parts[len(parts)-2]]
+		}
 	}
 	return ""
+}
+
+// countryWords are the country names Shadeform's regions end with.
+var countryWords = map[string]string{
+	"usa": "US", "canada": "CA", "mexico": "MX", "brazil": "BR", "uk": "GB", "ireland": "IE",
+	"france": "FR", "germany": "DE", "netherlands": "NL", "belgium": "BE", "spain": "ES",
+	"portugal": "PT", "italy": "IT", "switzerland": "CH", "austria": "AT", "poland": "PL",
+	"czechia": "CZ", "sweden": "SE", "norway": "NO", "finland": "FI", "denmark": "DK",
+	"iceland": "IS", "israel": "IL", "uae": "AE", "india": "IN", "singapore": "SG",
+	"japan": "JP", "korea": "KR", "taiwan": "TW", "australia": "AU", "southafrica": "ZA",
 }
 
 // splitLocation reads marketplace locations written "City, CC, Continent"
