@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -70,6 +71,11 @@ The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilo
 			sources, err := catalogSources(clouds)
 			if err != nil {
 				return err
+			}
+			for flag, u := range map[string]string{"--from": from, "--azure-url": azureURL} {
+				if err := checkHTTPURL(flag, u); err != nil {
+					return err
+				}
 			}
 			f := &catalog.Fetcher{Dir: filepath.Join(dataDir, "catalogs"), BaseURL: from, AzureURL: azureURL, Now: a.now}
 			ctx := cmd.Context()
@@ -204,4 +210,15 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f KB", float64(n)/1000)
 	}
 	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// checkHTTPURL refuses a base URL that is not http(s)://host/…: a typo
+// there is a usage error, not a network failure.
+func checkHTTPURL(flag, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s: %q is not an http(s) URL", flag, raw).
+			WithHint("for example %s", catalog.DefaultBaseURL())
+	}
+	return nil
 }

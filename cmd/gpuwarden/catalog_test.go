@@ -200,6 +200,7 @@ func TestCatalogUpdateFailures(t *testing.T) {
 		{"unreachable", []string{"--from", url, "--cloud", "lambda"}, 3, "1 of 1 sources could not be fetched"},
 		{"unknown cloud", []string{"--cloud", "nimbus"}, 2, `"nimbus" is not a published catalog`},
 		{"bad output", []string{"-o", "xml"}, 2, "unknown format"},
+		{"bad base URL", []string{"--from", "catalogs/v7"}, 2, `--from: "catalogs/v7" is not an http(s) URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
