@@ -356,7 +356,7 @@ var knownProviders = map[string]bool{
 	"nebius": true, "scaleway": true, "ovh": true, "hetzner": true, "hivenet": true,
 	"ibm": true, "do": true, "scp": true, "datacrunch": true, "verda": true, "tensordock": true,
 	"vultr": true, "crusoe": true, "jarvislabs": true, "seeweb": true, "shadeform": true,
-	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true,
+	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true, "simplepod": true,
 }
 
 // providerAliases maps the names catalogs use for a provider to ours.

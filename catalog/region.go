@@ -55,6 +55,13 @@ func CountryOf(provider, region string) string {
 		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
 			return cc
 		}
+	case "simplepod":
+		// SimplePod writes Continent-CC ("Europe-PL", "North America-CA").
+		if i := strings.LastIndexByte(region, '-'); i >= 0 {
+			if cc := strings.TrimSpace(region[i+1:]); isCountryCode(cc) {
+				return cc
+			}
+		}
 	case "shadeform":
 		// Shadeform writes city-country-N ("kansascity-usa-2",
 		// "helsinki-finland-4") for the clouds it resells.

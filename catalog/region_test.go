@@ -36,6 +36,8 @@ func TestCountryOf(t *testing.T) {
 		{"shadeform", "atlantis-nowhere-1", ""},
 		{"runpod", "AU", "AU"},
 		{"seeweb", "it-fr2", "IT"},
+		{"simplepod", "North America-CA", "CA"},
+		{"mithril", "us-central3-a", "US"},
 		{"aws", "mars-north-1", ""},
 		{"nobody", "us-east-1", ""},
 		{"", "", ""},
