@@ -151,6 +151,17 @@ func TestCatalogUpdateThenPlan(t *testing.T) {
 		t.Errorf("plan -o json: schema %q, %d price sources (%v), want v2 and 5", v.Schema, len(v.PriceSources), err)
 	}
 
+	// offers and preflight price with the downloads too, and say how old.
+	offers := gw(t, root, "offers", "--data-dir", data, "--provider", "hyperbolic", "-o", "json")
+	if offers.code != 0 || !strings.Contains(offers.stderr, "prices: hyperbolic: 9 offers") ||
+		!strings.Contains(offers.stdout, `"as_of": "2026-11-29"`) || !strings.Contains(offers.stdout, `"vram_gb_per_gpu": 80,`) {
+		t.Errorf("offers: exit %d\n%s\n%s", offers.code, offers.stderr, offers.stdout)
+	}
+	pre := gw(t, root, "preflight", "examples/qlora-7b.yaml", "--data-dir", data, "--offline", "--no-canary", "-o", "json")
+	if !strings.Contains(pre.stderr, "prices: lambda: ") || !strings.Contains(pre.stdout, `"price_sources"`) {
+		t.Errorf("preflight does not print the downloads' age: exit %d\n%s", pre.code, pre.stderr)
+	}
+
 	r = gw(t, root, update...)
 	if r.code != 0 {
 		t.Fatalf("second update: exit %d\n%s%s", r.code, r.stdout, r.stderr)
