@@ -49,7 +49,7 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		cSource   = t.col("source")
 	)
 	var (
-		offers                     []gpuwarden.Offer
+		offers                     = make([]gpuwarden.Offer, 0, t.rowsHint)
 		undated, noCountry, noVRAM counted
 		priceCol                   = firstCol(cOnDemand, cSpot, cMonthly)
 		names                      = map[ownGPUKey]ownGPU{}

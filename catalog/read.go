@@ -70,10 +70,17 @@ func ReadOffersAs(name, provider string, r io.Reader) ([]gpuwarden.Offer, []stri
 }
 
 func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
+	return readOffersHint(name, provider, r, 0)
+}
+
+// readOffersHint is readOffers told how many rows the file has, so that an
+// own-format file's offers are allocated once instead of grown and copied.
+func readOffersHint(name, provider string, r io.Reader, rows int) ([]gpuwarden.Offer, []string, error) {
 	t, err := openTable(name, r)
 	if err != nil {
 		return nil, nil, err
 	}
+	t.rowsHint = rows
 	var (
 		offers []gpuwarden.Offer
 		warns  []string
@@ -111,6 +118,8 @@ type table struct {
 	cols   []string       // header names as written, for messages
 	idx    map[string]int // lower-case header name → column
 	rec    []string       // the current row; reused between rows
+	// rowsHint is how many rows the file has, when the caller counted.
+	rowsHint int
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
