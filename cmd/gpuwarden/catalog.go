@@ -46,11 +46,11 @@ func (a *app) catalogUpdateCommand() *cobra.Command {
 		Short: "Download the published price catalogs (only what changed)",
 		Long: `update fetches BASE_URL/<cloud>/vms.csv for every cloud SkyPilot publishes,
 ` + wrap(strings.Join(catalog.SkyPilotClouds, ", "), "  ", 80) + `and the GPU VM sizes of the Azure Retail Prices API, and stores them in
-DATA_DIR/catalogs with the fetch time and the server's ETag and Last-Modified. The next update asks
-"changed since?" (If-None-Match, If-Modified-Since): a file that did not
-change is not downloaded again. A file is checked before it is stored and
-written through a temporary file and a rename, so a failed or truncated fetch
-never replaces a good one. Each file is limited to 64 MiB.
+DATA_DIR/catalogs with the fetch time and the server's ETag and
+Last-Modified. The next update asks "changed since?" (If-None-Match,
+If-Modified-Since): a file that did not change is not downloaded again. A
+file is checked before it is stored and written through a temporary file and
+a rename, so a failed or truncated fetch never replaces a good one. Each file is limited to 64 MiB.
 
 The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilotSchema + `:
 ` + catalog.DefaultBaseURL() + `
