@@ -50,7 +50,8 @@ DATA_DIR/catalogs with the fetch time and the server's ETag and
 Last-Modified. The next update asks "changed since?" (If-None-Match,
 If-Modified-Since): a file that did not change is not downloaded again. A
 file is checked before it is stored and written through a temporary file and
-a rename, so a failed or truncated fetch never replaces a good one. Each file is limited to 64 MiB.
+a rename, so a failed or truncated fetch never replaces a good one. Each
+file is limited to 64 MiB.
 
 The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilotSchema + `:
 ` + catalog.DefaultBaseURL() + `
