@@ -2,6 +2,7 @@ package gpuwarden
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type Offer struct {
 	OnDemandHourly Micros   `json:"on_demand_hourly,omitempty"`
 	SpotHourly     Micros   `json:"spot_hourly,omitempty"`
 	Monthly        Micros   `json:"monthly,omitempty"`
+	// Zones is how many availability zones of the region list the offer,
+	// folded into this one row; 0 when the catalog names no zones.
+	Zones int `json:"zones,omitempty"`
 	// AsOf is when the price was read: "2026-11" or "2026-11-09".
 	AsOf string `json:"as_of"`
 	// Source says where the price came from, so any figure can be checked.
@@ -34,7 +38,9 @@ type Offer struct {
 }
 
 // VRAMGB is the box's total GPU memory.
-func (o Offer) VRAMGB() float64 { return o.GPUCount * o.VRAMGBPerGPU }
+// It is rounded to 0.01 GB so that 7 × 79.65 prints as 557.55, not with
+// the float tail of the product.
+func (o Offer) VRAMGB() float64 { return math.Round(o.GPUCount*o.VRAMGBPerGPU*100) / 100 }
 
 // Where names the offer's location for people: "aws us-east-1 (US)".
 func (o Offer) Where() string {
@@ -47,11 +53,19 @@ func (o Offer) Where() string {
 // ParseAsOf reads an as_of date written as YYYY-MM or YYYY-MM-DD; a month
 // counts from its first day, the oldest reading it can mean.
 func ParseAsOf(s string) (time.Time, error) {
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t, nil
+	// Pick the layout by length: trying the day layout on a month first
+	// built an error per row, a tenth of reading a big price file.
+	layout := ""
+	switch len(s) {
+	case len("2006-01-02"):
+		layout = "2006-01-02"
+	case len("2006-01"):
+		layout = "2006-01"
 	}
-	if t, err := time.Parse("2006-01", s); err == nil {
-		return t, nil
+	if layout != "" {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
 	}
 	return time.Time{}, fmt.Errorf("as_of %q is not YYYY-MM or YYYY-MM-DD", s)
 }
@@ -113,4 +127,18 @@ type Catalog struct {
 	Storage  []StorageRate
 	GPUs     []GPUSpec
 	Warnings []string
+	// Sources are the downloaded catalogs the offers come from, so that a
+	// report can say how old its prices are.
+	Sources []PriceSource
+}
+
+// PriceSource is one downloaded price catalog (`gpuwarden catalog update`).
+type PriceSource struct {
+	Provider string `json:"provider"`
+	URL      string `json:"url"`
+	// FetchedAt is when the content in use was downloaded; CheckedAt the
+	// last time its server confirmed it current.
+	FetchedAt time.Time `json:"fetched_at"`
+	CheckedAt time.Time `json:"checked_at"`
+	Offers    int       `json:"offers"`
 }

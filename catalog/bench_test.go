@@ -85,3 +85,37 @@ func TestSkyPilot50kImports(t *testing.T) {
 		t.Errorf("warnings: %q", warns)
 	}
 }
+
+// own100k is a gpuwarden prices.csv of 100,000 rows: five providers, five
+// GPU models, dated, half with a spot price.
+func own100k() []byte {
+	gpus := []string{"T4,16", "L4,24", "RTX-4090,24", "A100-80GB,80", "H100-SXM,80"}
+	places := []string{"aws,us-east-1,US", "aws,eu-central-1,DE", "gcp,europe-west4,NL", "lambda,us-west-1,US", "runpod,EU-RO-1,RO"}
+	var b bytes.Buffer
+	b.WriteString("provider,region,country,instance,gpu,gpu_count,vram_gb_per_gpu,currency,on_demand_hourly,spot_hourly,monthly,as_of,source\n")
+	for i := range 100_000 {
+		count := 1 << (i % 4)
+		od := float64(count) * (0.1 + float64(i%590)/100)
+		spot := ""
+		if i%2 == 0 {
+			spot = strconv.FormatFloat(od*0.4, 'f', 4, 64)
+		}
+		fmt.Fprintf(&b, "%s,box-%d,%s,%d,USD,%s,%s,,2026-11,bench\n", places[i%len(places)], i,
+			gpus[(i/7)%len(gpus)], count, strconv.FormatFloat(od, 'f', 4, 64), spot)
+	}
+	return b.Bytes()
+}
+
+func BenchmarkReadOwn100k(b *testing.B) {
+	in := own100k()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		// As readFile does: count the lines, then read with that hint.
+		offers, _, err := readOffersHint("prices.csv", "", bytes.NewReader(in), bytes.Count(in, []byte{'\n'})+1)
+		if err != nil || len(offers) != 100_000 {
+			b.Fatalf("%d offers, %v", len(offers), err)
+		}
+	}
+	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}

@@ -60,7 +60,13 @@ func (f Filter) Match(o gpuwarden.Offer) bool {
 // for all its models ("A100-40GB", "A100-80GB").
 func gpuMatches(want string, o gpuwarden.Offer) bool {
 	got := CanonicalGPU(o.GPU, o.VRAMGBPerGPU)
-	if strings.EqualFold(CanonicalGPU(want, 0), got) {
+	wantModel := CanonicalGPU(want, 0)
+	if strings.EqualFold(wantModel, got) {
+		return true
+	}
+	// A model without its form factor ("A100-80GB") stands for every form
+	// of it (A100-80GB-SXM, A100-80GB-PCIe).
+	if rest, ok := cutPrefixFold(got, wantModel+"-"); ok && (strings.EqualFold(rest, "SXM") || strings.EqualFold(rest, "PCIe")) {
 		return true
 	}
 	tokens, mem := gpuTokens(want)
@@ -77,4 +83,12 @@ func cheapestHourly(o gpuwarden.Offer) gpuwarden.Micros {
 		h = gpuwarden.Micros((int64(o.Monthly) + gpuwarden.DefaultHoursPerMonth/2) / gpuwarden.DefaultHoursPerMonth)
 	}
 	return h
+}
+
+// cutPrefixFold is strings.CutPrefix without regard to case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }

@@ -2,10 +2,12 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -62,6 +64,37 @@ func FuzzReadOffers(f *testing.F) {
 		}
 		if len(e.Message) > 2000 {
 			t.Fatalf("error message is %d bytes long: %.300s", len(e.Message), e.Message)
+		}
+	})
+}
+
+// FuzzAzurePage feeds arbitrary bytes as a Retail Prices answer: decoding
+// may fail, but whatever azureCSV makes of the items must read back through
+// ReadOffers without an error, since update stores that file for plan.
+func FuzzAzurePage(f *testing.F) {
+	for _, page := range []string{"page1.json", "page2.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "published", "azure", page))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"Items":[{"armSkuName":"Standard_NC4as_T4_v3","armRegionName":"x,\"y","type":"Consumption","unitOfMeasure":"1 Hour","retailPrice":1e-9,"currencyCode":"U\nSD"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p azurePage
+		if json.Unmarshal(b, &p) != nil {
+			return
+		}
+		out, n := azureCSV(p.Items, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+		if n == 0 {
+			return
+		}
+		offers, _, err := ReadOffers("azure/prices.csv", bytes.NewReader(out))
+		if err != nil {
+			t.Fatalf("azureCSV wrote a file ReadOffers refuses: %v\n%s", err, out)
+		}
+		if len(offers) != n {
+			t.Fatalf("azureCSV counted %d offers, the file holds %d", n, len(offers))
 		}
 	})
 }

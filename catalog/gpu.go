@@ -63,15 +63,18 @@ func canonicalGPU(name string, memGB float64) (string, []float64) {
 	case strings.HasPrefix(compact, "B200"):
 		return "B200", []float64{180, 192}
 	case strings.HasPrefix(compact, "A100"):
+		// The form factor stays in the name: an SXM board and a PCIe card
+		// differ in power, NVLink and price (RunPod rents both).
+		form := formFactor(compact[4:])
 		switch {
 		case strings.Contains(compact[4:], "80") || explicitGB >= 70:
-			return "A100-80GB", []float64{80}
+			return "A100-80GB" + form, []float64{80}
 		case strings.Contains(compact[4:], "40") || (explicitGB > 0 && explicitGB < 70):
-			return "A100-40GB", []float64{40}
+			return "A100-40GB" + form, []float64{40}
 		case mem >= 70:
-			return "A100-80GB", []float64{40, 80}
+			return "A100-80GB" + form, []float64{40, 80}
 		}
-		return "A100-40GB", []float64{40, 80}
+		return "A100-40GB" + form, []float64{40, 80}
 	case strings.HasPrefix(compact, "A10G"):
 		return "A10G", []float64{24}
 	case compact == "A10" || strings.HasPrefix(compact, "A10PCIE"):
@@ -113,6 +116,18 @@ func canonicalGPU(name string, memGB float64) (string, []float64) {
 		return rtxName(compact)
 	}
 	return strings.Join(append(tokens, memToken(explicitGB)...), "-"), nil
+}
+
+// formFactor is the "-SXM" or "-PCIe" suffix a name's remaining tokens
+// state, or "" when they say neither.
+func formFactor(rest string) string {
+	switch {
+	case strings.Contains(rest, "SXM"):
+		return "-SXM"
+	case strings.Contains(rest, "PCIE"):
+		return "-PCIe"
+	}
+	return ""
 }
 
 // gpuTokens upper-cases a GPU name, splits it on separators, drops the
@@ -245,10 +260,27 @@ func h100Hint(texts ...string) string {
 // model ships with; 10 % absorbs GiB-versus-GB and reserved memory (an L4
 // reports 22,888 MiB, 22.35 GiB, for its 24 GB).
 func withinTenPercent(gb float64, sizes []float64) bool {
+	return marketedSize(gb, sizes, 0.9, 1.1) > 0
+}
+
+// marketedSize is the size in sizes that gb is within [lo, hi] of, or 0.
+func marketedSize(gb float64, sizes []float64, lo, hi float64) float64 {
 	for _, s := range sizes {
-		if gb >= s*0.9 && gb <= s*1.1 {
-			return true
+		if gb >= s*lo && gb <= s*hi {
+			return s
 		}
 	}
-	return false
+	return 0
+}
+
+// snapVRAM gives a listed memory figure the card's marketed size when it is
+// within 8 % under or 3 % over it: a listing reports what the driver
+// exposes (an H100's 81,559 MiB is 79.65 GiB, an L4's 22,888 MiB 22.35),
+// while cards are compared at the size they are sold as (docs/sizing.md),
+// so that two listings of one card never fit differently.
+func snapVRAM(gb float64, sizes []float64) float64 {
+	if s := marketedSize(gb, sizes, 0.92, 1.03); s > 0 {
+		return s
+	}
+	return gb
 }

@@ -110,7 +110,7 @@ func readGpuhunt(t *table, provider string) ([]gpuwarden.Offer, []string, error)
 			name = h100Hint(inst)
 		}
 		model, sizes := canonicalGPU(name, mem)
-		o.GPU, o.VRAMGBPerGPU = model, mem
+		o.GPU, o.VRAMGBPerGPU = model, snapVRAM(mem, sizes)
 		if mem == 0 {
 			o.VRAMGBPerGPU = specVRAM(model, sizes)
 		}

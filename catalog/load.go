@@ -1,7 +1,12 @@
 package catalog
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -14,18 +19,79 @@ import (
 // about. A file that cannot be opened is ENotFound; a bad one stops the load
 // with its EInvalid error.
 func Load(files []string, withEmbedded bool) (*gpuwarden.Catalog, error) {
+	return LoadWith(Options{Files: files, Embedded: withEmbedded})
+}
+
+// Options says where LoadWith takes prices from.
+type Options struct {
+	// Files are price files given by the user, read after everything else.
+	Files []string
+	// Embedded adds the snapshot built into the binary.
+	Embedded bool
+	// StoreDir is the folder `catalog update` downloads into
+	// (DATA_DIR/catalogs); "" reads no downloaded catalog.
+	StoreDir string
+	// Now dates the age warnings of downloaded catalogs.
+	Now time.Time
+}
+
+// storedMaxAge is the age past which a downloaded catalog is called old:
+// SkyPilot republishes its files every few hours, so a week without an
+// update is a machine that stopped updating.
+const storedMaxAge = 7 * 24 * time.Hour
+
+// LoadWith is Load with downloaded catalogs: each good one replaces the
+// embedded offers of its provider, since it is fresher. One that cannot be
+// read is a warning and the snapshot's offers stay; with no downloaded
+// catalog at all the snapshot is used with a warning that says how to get
+// fresh prices.
+func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 	snap, err := Embedded()
 	if err != nil {
 		return nil, err
 	}
 	cat := &gpuwarden.Catalog{Egress: snap.Egress, Storage: snap.Storage, GPUs: snap.GPUs}
-	if withEmbedded {
-		cat.Offers = snap.Offers
+	var (
+		stored      []gpuwarden.Offer
+		replaced    = map[string]bool{}
+		storedWarns []string
+	)
+	if opt.StoreDir != "" {
+		sources, warns := Stored(opt.StoreDir)
+		storedWarns = append(storedWarns, warns...)
+		for _, s := range sources {
+			offers, warns, err := readStored(opt.StoreDir, s)
+			if err != nil {
+				storedWarns = append(storedWarns, fmt.Sprintf("downloaded catalog %s cannot be read (%v): using the embedded snapshot for %s; run `gpuwarden catalog update`", s.Cloud, err, s.Cloud))
+				continue
+			}
+			stored = append(stored, offers...)
+			storedWarns = append(storedWarns, warns...)
+			replaced[s.Cloud] = true
+			cat.Sources = append(cat.Sources, gpuwarden.PriceSource{Provider: s.Cloud, URL: s.URL,
+				FetchedAt: s.FetchedAt, CheckedAt: s.CheckedAt, Offers: len(offers)})
+			if !opt.Now.IsZero() && s.Age(opt.Now) > storedMaxAge {
+				storedWarns = append(storedWarns, fmt.Sprintf("downloaded catalog %s was last checked %s ago: run `gpuwarden catalog update`",
+					s.Cloud, FormatAge(s.Age(opt.Now))))
+			}
+		}
+		if len(cat.Sources) == 0 && opt.Embedded {
+			storedWarns = append(storedWarns, fmt.Sprintf("no downloaded catalog in %s: prices are the embedded snapshot; run `gpuwarden catalog update` for fresh ones", opt.StoreDir))
+		}
+	}
+	if opt.Embedded {
+		for _, o := range snap.Offers {
+			if !replaced[o.Provider] {
+				cat.Offers = append(cat.Offers, o)
+			}
+		}
 		for _, w := range snap.Warnings {
 			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
-	for _, name := range files {
+	cat.Offers = append(cat.Offers, stored...)
+	cat.Warnings = append(cat.Warnings, storedWarns...)
+	for _, name := range opt.Files {
 		offers, warns, err := readFile(name)
 		if err != nil {
 			return nil, err
@@ -38,12 +104,63 @@ func Load(files []string, withEmbedded bool) (*gpuwarden.Catalog, error) {
 	return cat, nil
 }
 
+// readStored reads one downloaded catalog and dates its offers by the last
+// time the server confirmed the file: SkyPilot files carry no date, but a
+// file fetched today is today's published price list.
+func readStored(dir string, s Source) ([]gpuwarden.Offer, []string, error) {
+	name := filepath.Join(dir, s.File)
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sum(raw) != s.SHA256 {
+		return nil, nil, fmt.Errorf("%s does not match the checksum recorded at download", name)
+	}
+	offers, warns, err := ReadOffersAs(name, s.Cloud, bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, err
+	}
+	asOf := s.CheckedAt.UTC().Format("2006-01-02")
+	source := fmt.Sprintf("%s, downloaded %s", s.URL, s.FetchedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	for i := range offers {
+		if offers[i].AsOf == "" {
+			offers[i].AsOf = asOf
+		}
+		if !strings.HasPrefix(offers[i].Source, "Azure") {
+			offers[i].Source = "SkyPilot catalog " + source
+		}
+	}
+	out := warns[:0]
+	for _, w := range warns {
+		if strings.HasPrefix(w, "SkyPilot catalogs carry no date") {
+			continue // dated above, by the download
+		}
+		out = append(out, s.Cloud+" (downloaded): "+w)
+	}
+	return offers, out, nil
+}
+
+// FormatAge writes a duration as people read an age: "40 min", "3 h", "5 days".
+func FormatAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	}
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
+}
+
+// readFile reads a price file whole and counts its lines first, so that
+// the offers of a 100,000-row file are allocated once: growing the slice
+// row by row copied it a dozen times.
 func readFile(name string) ([]gpuwarden.Offer, []string, error) {
-	f, err := os.Open(name)
+	raw, err := os.ReadFile(name)
 	if err != nil {
 		return nil, nil, &gpuwarden.Error{Code: gpuwarden.ENotFound, Message: "read catalog", Err: err,
 			Hint: "check the path of the price file given with --catalog"}
 	}
-	defer f.Close()
-	return ReadOffers(name, f)
+	return readOffersHint(name, "", bytes.NewReader(raw), bytes.Count(raw, []byte{'\n'})+1)
 }

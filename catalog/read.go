@@ -70,10 +70,17 @@ func ReadOffersAs(name, provider string, r io.Reader) ([]gpuwarden.Offer, []stri
 }
 
 func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
+	return readOffersHint(name, provider, r, 0)
+}
+
+// readOffersHint is readOffers told how many rows the file has, so that an
+// own-format file's offers are allocated once instead of grown and copied.
+func readOffersHint(name, provider string, r io.Reader, rows int) ([]gpuwarden.Offer, []string, error) {
 	t, err := openTable(name, r)
 	if err != nil {
 		return nil, nil, err
 	}
+	t.rowsHint = rows
 	var (
 		offers []gpuwarden.Offer
 		warns  []string
@@ -111,6 +118,8 @@ type table struct {
 	cols   []string       // header names as written, for messages
 	idx    map[string]int // lower-case header name → column
 	rec    []string       // the current row; reused between rows
+	// rowsHint is how many rows the file has, when the caller counted.
+	rowsHint int
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
@@ -237,7 +246,7 @@ func (t *table) line() int {
 }
 
 // origin names the current row for Offer.Origin.
-func (t *table) origin() string { return fmt.Sprintf("%s:%d", t.name, t.line()) }
+func (t *table) origin() string { return t.name + ":" + strconv.Itoa(t.line()) }
 
 // cellErr reports a bad cell as NAME:LINE:COL: column NAME: …, COL counting
 // columns from 1.
@@ -356,7 +365,7 @@ var knownProviders = map[string]bool{
 	"nebius": true, "scaleway": true, "ovh": true, "hetzner": true, "hivenet": true,
 	"ibm": true, "do": true, "scp": true, "datacrunch": true, "verda": true, "tensordock": true,
 	"vultr": true, "crusoe": true, "jarvislabs": true, "seeweb": true, "shadeform": true,
-	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true,
+	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true, "simplepod": true,
 }
 
 // providerAliases maps the names catalogs use for a provider to ours.

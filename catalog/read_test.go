@@ -128,10 +128,10 @@ func TestReadOffersFormats(t *testing.T) {
 				{"us-west-2", "g4dn.xlarge", "T4", 1, "US", 16, "0.526", "0"},
 				{"eu-central-1", "g4dn.xlarge", "T4", 1, "DE", 16, "0.658", "0.2296"},
 				{"us-east-1", "g5.xlarge", "A10G", 1, "US", 24, "1.006", "0.4246"},
-				// 22,888 MiB is what an L4 exposes: 22.35, not the 24 of the datasheet.
-				{"us-east-1", "g6.xlarge", "L4", 1, "US", 22.35, "0.8048", "0.349"},
+				// 22,888 MiB is what an L4 exposes; it is compared at the 24 GB it is sold as.
+				{"us-east-1", "g6.xlarge", "L4", 1, "US", 24, "0.8048", "0.349"},
 				// An eighth of an L4: the slice's 2,861 MiB scaled back to the card.
-				{"us-east-1", "g6f.large", "L4", 0.125, "US", 22.35, "0.2008", "0"},
+				{"us-east-1", "g6f.large", "L4", 0.125, "US", 24, "0.2008", "0"},
 				{"us-east-1", "p3dn.24xlarge", "V100-32GB", 8, "US", 32, "31.212", "9.3636"},
 				{"us-east-1", "p4d.24xlarge", "A100-40GB", 8, "US", 40, "32.7726", "13.109"},
 				{"us-east-1", "p4de.24xlarge", "A100-80GB", 8, "US", 80, "40.96575", "0"},
@@ -140,7 +140,7 @@ func TestReadOffersFormats(t *testing.T) {
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"1 row lists a spot price of 0 or equal to on-demand: treated as no spot market (line 6)",
+				"1 row lists a spot price of 0, equal to on-demand or above it: treated as no spot market (line 6)",
 				"1 row rents a fraction of a GPU: the count is kept as a fraction and VRAM per GPU is the whole card's (line 11)",
 				"skipped 2 rows of TPUs and other non-NVIDIA accelerators (lines 8, 12)",
 			},
@@ -166,20 +166,20 @@ func TestReadOffersFormats(t *testing.T) {
 		{
 			file: "testdata/skypilot/vast/vms.csv", wantProvider: "vast",
 			offers: []offerWant{
-				{"Czechia", "1x-H100_SXM-32-65536", "H100-SXM", 1, "CZ", 79.65, "1.8", "0"},
+				{"Czechia", "1x-H100_SXM-32-65536", "H100-SXM", 1, "CZ", 80, "1.8", "0"},
 				// Vast writes the whole box's memory: 163,118 MiB over 2 GPUs.
-				{"Florida", "2x-H100_SXM-32-65536", "H100-SXM", 2, "US", 79.65, "3.6", "0"},
-				{"California", "2x-H100_NVL-32-65536", "H100-NVL", 2, "US", 93.58, "4.53", "0"},
+				{"Florida", "2x-H100_SXM-32-65536", "H100-SXM", 2, "US", 80, "3.6", "0"},
+				{"California", "2x-H100_NVL-32-65536", "H100-NVL", 2, "US", 94, "4.53", "0"},
 				{"Slovenia", "2x-A100_SXM4-32-65536", "A100-40GB", 2, "SI", 40, "1.47", "0"},
 				// ", US, NA": no city, the country stands in.
-				{"US", "4x-H200-32-65536", "H200", 4, "US", 140.4, "11.3", "0"},
+				{"US", "4x-H200-32-65536", "H200", 4, "US", 141, "11.3", "0"},
 				// 98,280 MiB for two 4090s is neither 24 nor 48 per card: datasheet.
 				{"Hong Kong", "2x-RTX_4090-32-65536", "RTX-4090", 2, "HK", 24, "0.8", "0"},
-				{"Taiwan", "1x-RTX_5090-32-65536", "RTX-5090", 1, "TW", 31.84, "0.53", "0"},
+				{"Taiwan", "1x-RTX_5090-32-65536", "RTX-5090", 1, "TW", 32, "0.53", "0"},
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"7 rows list a spot price of 0 or equal to on-demand: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
+				"7 rows list a spot price of 0, equal to on-demand or above it: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
 				"1 row gives GPU memory that no model of that name has: used the datasheet figure (line 7)",
 			},
 		},
@@ -211,17 +211,17 @@ func TestReadOffersFormats(t *testing.T) {
 			// The name says nothing; the caller does.
 			file: "testdata/skypilot/vast/vms.csv", provider: "VastAI", wantProvider: "vast",
 			offers: []offerWant{
-				{"Czechia", "1x-H100_SXM-32-65536", "H100-SXM", 1, "CZ", 79.65, "1.8", "0"},
-				{"Florida", "2x-H100_SXM-32-65536", "H100-SXM", 2, "US", 79.65, "3.6", "0"},
-				{"California", "2x-H100_NVL-32-65536", "H100-NVL", 2, "US", 93.58, "4.53", "0"},
+				{"Czechia", "1x-H100_SXM-32-65536", "H100-SXM", 1, "CZ", 80, "1.8", "0"},
+				{"Florida", "2x-H100_SXM-32-65536", "H100-SXM", 2, "US", 80, "3.6", "0"},
+				{"California", "2x-H100_NVL-32-65536", "H100-NVL", 2, "US", 94, "4.53", "0"},
 				{"Slovenia", "2x-A100_SXM4-32-65536", "A100-40GB", 2, "SI", 40, "1.47", "0"},
-				{"US", "4x-H200-32-65536", "H200", 4, "US", 140.4, "11.3", "0"},
+				{"US", "4x-H200-32-65536", "H200", 4, "US", 141, "11.3", "0"},
 				{"Hong Kong", "2x-RTX_4090-32-65536", "RTX-4090", 2, "HK", 24, "0.8", "0"},
-				{"Taiwan", "1x-RTX_5090-32-65536", "RTX-5090", 1, "TW", 31.84, "0.53", "0"},
+				{"Taiwan", "1x-RTX_5090-32-65536", "RTX-5090", 1, "TW", 32, "0.53", "0"},
 			},
 			warnings: []string{
 				undatedSkyPilot,
-				"7 rows list a spot price of 0 or equal to on-demand: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
+				"7 rows list a spot price of 0, equal to on-demand or above it: treated as no spot market (lines 2, 3, 4, 5, 6, …)",
 				"1 row gives GPU memory that no model of that name has: used the datasheet figure (line 7)",
 			},
 		},
@@ -364,8 +364,6 @@ func TestReadOffersErrors(t *testing.T) {
 			`aws/vms.csv:2:3: column AcceleratorCount: a value is required when AcceleratorName is set`, skyHint},
 		{"SkyPilot GPU memory", "aws/vms.csv", sky + "p5.48xlarge,H100,8,192,2048,{'SizeInMiB': '8x'},98.32,,us-east-1,use1-az1\n",
 			`aws/vms.csv:2:6: column GpuInfo: SizeInMiB "8x" is not a number of MiB`, skyHint},
-		{"SkyPilot no region", "aws/vms.csv", sky + "p5.48xlarge,H100,8,192,2048,,98.32,,,use1-az1\n",
-			`aws/vms.csv:2:9: column Region: a value is required`, skyHint},
 		{"gpuhunt spot flag", "aws.csv", hunt + "g5.xlarge,us-east-1,1.006,4,16,1,A10G,24,maybe\n",
 			`aws.csv:2:9: column spot: "maybe" is neither true nor false`, huntHint},
 		{"gpuhunt price", "aws.csv", hunt + "g5.xlarge,us-east-1,$1,4,16,1,A10G,24,False\n",

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -42,7 +44,43 @@ func CountryOf(provider, region string) string {
 	if err != nil {
 		return ""
 	}
-	return table[regionKey(normalizeProvider(provider), region)]
+	p := normalizeProvider(provider)
+	if c := table[regionKey(p, region)]; c != "" {
+		return c
+	}
+	switch p {
+	case "runpod":
+		// RunPod names a region by its country ("US", "CZ"): any new one
+		// is its own country, without waiting for the table.
+		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
+			return cc
+		}
+	case "simplepod":
+		// SimplePod writes Continent-CC ("Europe-PL", "North America-CA").
+		if i := strings.LastIndexByte(region, '-'); i >= 0 {
+			if cc := strings.TrimSpace(region[i+1:]); isCountryCode(cc) {
+				return cc
+			}
+		}
+	case "shadeform":
+		// Shadeform writes city-country-N ("kansascity-usa-2",
+		// "helsinki-finland-4") for the clouds it resells.
+		parts := strings.Split(strings.ToLower(strings.TrimSpace(region)), "-")
+		if len(parts) >= 3 {
+			return countryWords[parts[len(parts)-2]]
+		}
+	}
+	return ""
+}
+
+// countryWords are the country names Shadeform's regions end with.
+var countryWords = map[string]string{
+	"usa": "US", "canada": "CA", "mexico": "MX", "brazil": "BR", "uk": "GB", "ireland": "IE",
+	"france": "FR", "germany": "DE", "netherlands": "NL", "belgium": "BE", "spain": "ES",
+	"portugal": "PT", "italy": "IT", "switzerland": "CH", "austria": "AT", "poland": "PL",
+	"czechia": "CZ", "sweden": "SE", "norway": "NO", "finland": "FI", "denmark": "DK",
+	"iceland": "IS", "israel": "IL", "uae": "AE", "india": "IN", "singapore": "SG",
+	"japan": "JP", "korea": "KR", "taiwan": "TW", "australia": "AU", "southafrica": "ZA",
 }
 
 // splitLocation reads marketplace locations written "City, CC, Continent"
@@ -74,5 +112,48 @@ func placeOf(provider, loc string) (region, country string) {
 	if place, cc, ok := splitLocation(loc); ok {
 		return place, cc
 	}
+	// Prime Intellect writes "CC - region" ("FI - FIN-01", "US - us-east1-a").
+	if cc, _, ok := strings.Cut(loc, " - "); ok && isCountryCode(cc) {
+		return loc, cc
+	}
 	return loc, CountryOf(provider, loc)
+}
+
+// unknownRegionWarning names the regions of a provider that the region
+// table has no country for, so that a residency rule excluding them is
+// explained where the prices are read, not discovered as a silent gap.
+func unknownRegionWarning(provider string, regions []string) string {
+	sorted := append([]string(nil), regions...)
+	sort.Strings(sorted)
+	shown := sorted
+	if len(shown) > 8 {
+		shown = shown[:8]
+	}
+	list := strings.Join(shown, ", ")
+	if len(sorted) > len(shown) {
+		list += fmt.Sprintf(" and %d more", len(sorted)-len(shown))
+	}
+	return fmt.Sprintf("%s %s %s not in the region table: no country, so residency rules cannot place %s (%s)",
+		plural(len(sorted), "region", "regions"), "of "+provider, isAre(len(sorted)), itThem(len(sorted)), list)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }

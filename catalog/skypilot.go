@@ -95,7 +95,10 @@ func readSkyPilot(t *table, provider string) ([]gpuwarden.Offer, []string, error
 		}
 		region := t.cell(cRegion)
 		if region == "" {
-			return nil, nil, t.cellErr(cRegion, "a value is required")
+			// Seeweb lists sizes it rents nowhere at the moment this way:
+			// a price with no place is no offer.
+			s.noRegion.add(t.line())
+			continue
 		}
 		sizeMiB, totalMiB, err := s.memory(cInfo, info)
 		if err != nil {
@@ -124,12 +127,17 @@ func readSkyPilot(t *table, provider string) ([]gpuwarden.Offer, []string, error
 		}
 		pl := s.place(region)
 		gpu, vram := s.gpu(acc, inst, info, count, sizeMiB, totalMiB)
-		if s.out.merge(offerKey{pl.region, inst, gpu, count}, price, spot) {
+		zoned := t.cell(cZone) != ""
+		if s.out.merge(offerKey{pl.region, inst, gpu, count}, price, spot, zoned) {
 			continue // another zone of an offer already read
 		}
-		s.out.add(gpuwarden.Offer{Provider: provider, Region: pl.region, Country: pl.country, Instance: inst,
+		o := gpuwarden.Offer{Provider: provider, Region: pl.region, Country: pl.country, Instance: inst,
 			GPU: gpu, GPUCount: count, VRAMGBPerGPU: vram, VCPUs: int(math.Round(vcpus)), RAMGB: ram,
-			Currency: "USD", OnDemandHourly: price, SpotHourly: spot, Source: s.source, Origin: t.origin()})
+			Currency: "USD", OnDemandHourly: price, SpotHourly: spot, Source: s.source, Origin: t.origin()}
+		if zoned {
+			o.Zones = 1
+		}
+		s.out.add(o)
 	}
 	if s.gcp {
 		s.combineGCP()
@@ -151,8 +159,10 @@ type skyPilotReader struct {
 	hosts []gcpHost
 	accs  []gcpAccel
 
-	nonNVIDIA, noSpot, fractional, noPrice, memFixed, accOnly, unmatched, hostOnly counted
-	hostOnlyNames                                                                  []string
+	nonNVIDIA, noSpot, fractional, noPrice, memFixed, accOnly, unmatched, hostOnly, noRegion counted
+	hostOnlyNames                                                                            []string
+	// unknownRegions are regions the region table has no country for.
+	unknownRegions []string
 }
 
 // prices reads Price and SpotPrice; ok is false for a row with neither.
@@ -163,7 +173,9 @@ func (s *skyPilotReader) prices(cPrice, cSpot int) (price, spot gpuwarden.Micros
 	if spot, err = s.t.price(cSpot, false); err != nil {
 		return 0, 0, false, err
 	}
-	if s.t.cell(cSpot) != "" && (spot == 0 || spot == price) {
+	// Prime Intellect writes 99999999 for "no spot": a spot price above
+	// on-demand is no spot market anyone would use.
+	if s.t.cell(cSpot) != "" && (spot == 0 || spot == price || (price > 0 && spot > price)) {
 		s.noSpot.add(s.t.line())
 		spot = 0
 	}
@@ -207,6 +219,9 @@ func (s *skyPilotReader) place(loc string) place {
 	if !ok {
 		p.region, p.country = placeOf(s.provider, loc)
 		s.places[loc] = p
+		if p.country == "" {
+			s.unknownRegions = append(s.unknownRegions, loc)
+		}
 	}
 	return p
 }
@@ -270,7 +285,11 @@ func resolveGPU(acc, hint string, count, sizeMiB, totalMiB float64, totals bool)
 	for _, v := range []float64{first, second} {
 		if len(sizes) == 0 || withinTenPercent(v, sizes) {
 			v = roundTo(v, 2)
-			return gpuName{name: CanonicalGPU(acc, v), vram: v}
+			name, named := canonicalGPU(acc, v)
+			if len(named) == 0 {
+				named = sizes
+			}
+			return gpuName{name: name, vram: snapVRAM(v, named)}
 		}
 	}
 	return gpuName{name: family, vram: specVRAM(family, sizes), fixed: true}
@@ -448,6 +467,9 @@ func (s *skyPilotReader) combineGCP() {
 			continue
 		}
 		o.Region, o.Country = placeOf(s.provider, a.region)
+		if a.zone != "" {
+			o.Zones = 1
+		}
 		g := resolveGPU(a.name, "", a.count, a.sizeMiB, a.totalMiB, false)
 		if g.fixed {
 			s.memFixed.add(a.line)
@@ -492,13 +514,17 @@ func (s *skyPilotReader) warnings() []string {
 			w = append(w, fmt.Sprintf(format, args...)+" ("+c.where()+")")
 		}
 	}
-	add(s.noSpot, "%s a spot price of 0 or equal to on-demand: treated as no spot market", rowsDo(s.noSpot.n, "lists", "list"))
+	add(s.noSpot, "%s a spot price of 0, equal to on-demand or above it: treated as no spot market", rowsDo(s.noSpot.n, "lists", "list"))
 	add(s.fractional, "%s a fraction of a GPU: the count is kept as a fraction and VRAM per GPU is the whole card's", rowsDo(s.fractional.n, "rents", "rent"))
 	add(s.nonNVIDIA, "skipped %s of TPUs and other non-NVIDIA accelerators", rows(s.nonNVIDIA.n))
 	add(s.noPrice, "skipped %s of GPUs without a price", rows(s.noPrice.n))
 	add(s.memFixed, "%s GPU memory that no model of that name has: used the datasheet figure", rowsDo(s.memFixed.n, "gives", "give"))
 	add(s.accOnly, "skipped %s pricing an accelerator without a machine (empty InstanceType)", rows(s.accOnly.n))
 	add(s.unmatched, "skipped %s pricing a GCP accelerator alone: no machine type in its zone can carry it", rows(s.unmatched.n))
+	add(s.noRegion, "skipped %s without a Region", rows(s.noRegion.n))
+	if len(s.unknownRegions) > 0 {
+		w = append(w, unknownRegionWarning(s.provider, s.unknownRegions))
+	}
 	add(s.hostOnly, "skipped %s pricing a GCP GPU machine type (%s) without its GPUs, with no accelerator row to add",
 		rows(s.hostOnly.n), strings.Join(s.hostOnlyNames, ", "))
 	return w
@@ -511,7 +537,8 @@ type offerKey struct {
 }
 
 // collapser keeps one offer per region, instance and GPU: the cheapest
-// on-demand and the cheapest spot price any of its zones lists.
+// on-demand and the cheapest spot price any of its zones lists, and how
+// many zones list it.
 type collapser struct {
 	idx    map[offerKey]int
 	offers []gpuwarden.Offer
@@ -519,7 +546,7 @@ type collapser struct {
 
 func (c *collapser) add(o gpuwarden.Offer) {
 	k := offerKey{o.Region, o.Instance, o.GPU, o.GPUCount}
-	if c.merge(k, o.OnDemandHourly, o.SpotHourly) {
+	if c.merge(k, o.OnDemandHourly, o.SpotHourly, o.Zones > 0) {
 		return
 	}
 	c.idx[k] = len(c.offers)
@@ -528,12 +555,15 @@ func (c *collapser) add(o gpuwarden.Offer) {
 
 // merge folds prices into the offer of key k and reports whether there was
 // one; the hot path of a big catalog, it builds nothing.
-func (c *collapser) merge(k offerKey, onDemand, spot gpuwarden.Micros) bool {
+func (c *collapser) merge(k offerKey, onDemand, spot gpuwarden.Micros, zoned bool) bool {
 	i, ok := c.idx[k]
 	if !ok {
 		return false
 	}
 	cur := &c.offers[i]
+	if zoned {
+		cur.Zones++
+	}
 	cur.OnDemandHourly = minPositive(cur.OnDemandHourly, onDemand)
 	cur.SpotHourly = minPositive(cur.SpotHourly, spot)
 	return true

@@ -113,13 +113,17 @@ func (u Unit) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
 // Tiered means the quantity spans several price bands and Rate is absent;
 // Unpriced means the catalog has no price for it and Amount is zero.
 type Line struct {
-	Item     LineItem         `json:"item"`
-	Unit     Unit             `json:"unit"`
-	Tiered   bool             `json:"tiered,omitempty"`
-	Unpriced bool             `json:"unpriced,omitempty"`
-	Quantity gpuwarden.Micros `json:"quantity"`
-	Rate     gpuwarden.Micros `json:"rate,omitempty"`
-	Amount   gpuwarden.Cents  `json:"amount"`
+	Item     LineItem `json:"item"`
+	Unit     Unit     `json:"unit"`
+	Tiered   bool     `json:"tiered,omitempty"`
+	Unpriced bool     `json:"unpriced,omitempty"`
+	// Estimated means the provider has no price for it and Amount is the
+	// median of the providers that do (docs/pricing.md); Basis says which.
+	Estimated bool             `json:"estimated,omitempty"`
+	Basis     string           `json:"estimate_basis,omitempty"`
+	Quantity  gpuwarden.Micros `json:"quantity"`
+	Rate      gpuwarden.Micros `json:"rate,omitempty"`
+	Amount    gpuwarden.Cents  `json:"amount"`
 }
 
 // Hours splits the billed hours of one month.

@@ -199,16 +199,20 @@ func TestRankFinetune(t *testing.T) {
 	// (2.6175 rounded half up); reclaims 0.5/day × 127.5 h / 24 = 2.656, each losing
 	// 15 + 10 min → 1.11 h = 0.39; egress 50 GiB × 0.09 = 4.50 and 10 × 0.02 = 0.20;
 	// storage 200 × 0.08 = 16.00. Total 65.59. gcp has no egress or storage rows here,
-	// so its lines are unpriced (0); runpod egress is free, its volume 200 × 0.10.
+	// and no priced provider has offers in TW, so its lines are estimated from all
+	// priced providers: internet median(4.50, 0) = 2.25, inter-region 0.20 (aws
+	// alone), block storage median(16.00, 20.00) = 18.00; 20.45 in all, which puts
+	// gcp's on-demand row ($503.70) over the $500 budget. runpod egress is free,
+	// its volume 200 × 0.10, its unpriced inter-region egress the 0.20 of aws,
+	// the one priced provider in the US.
 	want := []string{
 		"best aws us-east-1 spot 65.59",
 		" aws eu-central-1 spot 72.14",
 		" aws us-east-1 on-demand 87.77",
-		"plan-b gcp asia-east1 spot 97.27",
+		"plan-b gcp asia-east1 spot 117.72",
 		" aws us-east-1 on-demand 123.32",
 		" aws eu-central-1 on-demand 135.45",
-		" runpod US-TX-1 on-demand 197.23",
-		" gcp asia-east1 on-demand 483.25",
+		" runpod US-TX-1 on-demand 197.43",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("ranking:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -224,9 +228,9 @@ func TestRankFinetune(t *testing.T) {
 	for _, e := range r.Excluded {
 		reasons[e.Reason]++
 	}
-	// The EUR box has no exchange rate; of gcp's three modes only the monthly
-	// one is over the budget.
-	if reasons[ReasonCurrency] != 1 || reasons[ReasonBudget] != 1 || reasons[ReasonTooSmall] != 0 {
+	// The EUR box has no exchange rate; of gcp's three modes the monthly and,
+	// with its estimated data lines, the on-demand one are over the budget.
+	if reasons[ReasonCurrency] != 1 || reasons[ReasonBudget] != 2 || reasons[ReasonTooSmall] != 0 {
 		t.Errorf("exclusions = %v", reasons)
 	}
 	if r.SpotVerdict == nil || !strings.Contains(r.SpotVerdict.Message, "against $123.32 on-demand: spot saves $57.73/month after rework") {
@@ -241,10 +245,10 @@ func TestRankRules(t *testing.T) {
 		best  string
 		count int
 	}{
-		{"no spot without tolerance", func(p *gpuwarden.Plan) { p.Interruptions.Tolerance = gpuwarden.TolerateNone }, "aws us-east-1 on-demand", 5},
+		{"no spot without tolerance", func(p *gpuwarden.Plan) { p.Interruptions.Tolerance = gpuwarden.TolerateNone }, "aws us-east-1 on-demand", 4},
 		{"residency DE", func(p *gpuwarden.Plan) { p.Residency.Countries = []string{"DE"} }, "aws eu-central-1 spot", 2},
 		{"region list", func(p *gpuwarden.Plan) { p.Residency.Regions = []string{"runpod:US-TX-1"} }, "runpod US-TX-1 on-demand", 1},
-		{"exclude aws", func(p *gpuwarden.Plan) { p.Providers.Exclude = []string{"aws"} }, "gcp asia-east1 spot", 3},
+		{"exclude aws", func(p *gpuwarden.Plan) { p.Providers.Exclude = []string{"aws"} }, "gcp asia-east1 spot", 2},
 		{"tiny budget", func(p *gpuwarden.Plan) { p.Budget.MonthlyLimit = 10 * gpuwarden.MicrosPerUnit }, "", 0},
 		{"eur with rate", func(p *gpuwarden.Plan) {
 			p.Budget.Currency = "EUR"
@@ -279,18 +283,79 @@ func TestMonthlyBreakEven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	monthly := 0
 	for _, c := range r.Ranked {
 		if c.Billing == Monthly {
+			monthly++
 			if c.BreakEvenHours != 730 {
 				t.Errorf("break-even = %v h, want 730 (2766.80 / 3.790142)", c.BreakEvenHours)
 			}
-			if c.Total.Decimal() != "2766.80" { // gcp's egress and storage are unpriced here
-				t.Errorf("monthly total %s, want 2766.80", c.Total.Decimal())
+			// gcp's egress and storage are estimated: 2766.80 + 20.45.
+			if c.Total.Decimal() != "2787.25" {
+				t.Errorf("monthly total %s, want 2787.25", c.Total.Decimal())
 			}
 		}
 	}
+	if monthly != 1 {
+		t.Fatalf("%d monthly rows, want 1", monthly)
+	}
+	// A break-even at the month's 730 h is never passed: no finding.
+	if hasFinding(r, "monthly") {
+		t.Errorf("a monthly finding for a break-even at the month's hours: %+v", r.Findings)
+	}
+	// In a 744 h month the same break-even is reached, and said.
+	p.HoursPerMonth = 744
+	if r, err = Rank(p, testCatalog(t)); err != nil {
+		t.Fatal(err)
+	}
 	if !hasFinding(r, "monthly") {
-		t.Errorf("no monthly finding in %+v", r.Findings)
+		t.Errorf("no monthly finding in a 744 h month: %+v", r.Findings)
+	}
+}
+
+// TestPlanANotOnAnOmission: an offer whose storage and egress nobody
+// priced must not beat a fully priced one just because the omitted lines
+// count as zero (issue #20: $29.33* ranked above $44.44).
+func TestPlanANotOnAnOmission(t *testing.T) {
+	m := func(s string) gpuwarden.Micros { v, _ := gpuwarden.ParseMicros(s); return v }
+	cat := &gpuwarden.Catalog{
+		Offers: []gpuwarden.Offer{
+			{Provider: "hyperbolic", Region: "default", Country: "US", Instance: "1x-RTX4090", GPU: "RTX-4090", GPUCount: 1,
+				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.23")},
+			{Provider: "aws", Region: "us-east-1", Country: "US", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1,
+				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.19")},
+			{Provider: "lambda", Region: "us-east-1", Country: "US", Instance: "gpu_1x_a10", GPU: "A10", GPUCount: 1,
+				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.20")},
+		},
+		Storage: []gpuwarden.StorageRate{
+			{Provider: "aws", Kind: "block (EBS gp3)", Currency: "USD", PerGBMonth: m("0.08")},
+			{Provider: "lambda", Kind: "block (filesystem)", Currency: "USD", PerGBMonth: m("0.20")},
+		},
+	}
+	p := finetunePlan()
+	p.Interruptions.Tolerance = gpuwarden.TolerateNone
+	p.Data = gpuwarden.Data{StorageGB: 200, StorageKind: "block"}
+	r, err := Rank(p, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hyperbolic: 127.5 h × 0.23 = 29.33 + storage estimated at the median
+	// of aws 16.00 and lambda 40.00 = 28.00 → 57.33; aws: 24.23 + 16.00.
+	if got := r.Best.Offer.Provider; got != "aws" {
+		t.Errorf("plan A is %s at %s, want aws (fully priced, cheaper once storage is counted)", got, r.Best.Total.Decimal())
+	}
+	for _, c := range r.Ranked {
+		if c.Offer.Provider != "hyperbolic" {
+			continue
+		}
+		lines := c.Lines()
+		st := lines[len(lines)-1]
+		if !st.Estimated || st.Unpriced || st.Amount.Decimal() != "28.00" || !strings.Contains(st.Basis, "median of 2 priced providers in US") {
+			t.Errorf("hyperbolic storage line %+v, want estimated 28.00 from 2 US providers", st)
+		}
+		if c.Total.Decimal() != "57.33" {
+			t.Errorf("hyperbolic total %s, want 57.33", c.Total.Decimal())
+		}
 	}
 }
 
@@ -447,4 +512,23 @@ func TestBoxRate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRank100kBudget is BenchmarkRank100k with the plan's $500 budget
+// kept: most candidates are priced and then excluded, the path the JSON
+// summary of exclusions exists for.
+func BenchmarkRank100kBudget(b *testing.B) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+	p := finetunePlan()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var excluded int
+	for b.Loop() {
+		r, err := Rank(p, cat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		excluded = len(r.Excluded)
+	}
+	b.ReportMetric(float64(excluded), "excluded")
 }

@@ -62,8 +62,29 @@ type Exclusion struct {
 	Offer   *gpuwarden.Offer `json:"offer"`
 	Billing Billing          `json:"billing,omitempty"`
 	Reason  Reason           `json:"reason"`
+	// Message is the reason in words; empty for a budget exclusion, whose
+	// words Why writes when asked: a budget over 100,000 offers excludes
+	// most of them, and formatting each message was a third of the ranking.
 	Message string           `json:"message"`
 	Total   *gpuwarden.Cents `json:"total,omitempty"`
+	limit   gpuwarden.Cents
+	cur     gpuwarden.Currency
+}
+
+// Why is the exclusion in words.
+func (e *Exclusion) Why() string {
+	if e.Message == "" && e.Reason == ReasonBudget && e.Total != nil {
+		return fmt.Sprintf("%s a month is over the %s budget", e.cur.Format(*e.Total), e.cur.Format(e.limit))
+	}
+	return e.Message
+}
+
+// MarshalJSON writes the exclusion with its message.
+func (e Exclusion) MarshalJSON() ([]byte, error) {
+	type fields Exclusion
+	f := fields(e)
+	f.Message = e.Why()
+	return json.Marshal(f)
 }
 
 // Report is the outcome of planning: sizing, the ranked offers with their
@@ -93,7 +114,10 @@ type Report struct {
 	cat                     *gpuwarden.Catalog
 	centArena               []gpuwarden.Cents
 	shared                  map[sharedKey]sharedLines
-	order                   []int32 // indices of fits, cheapest first
+	estimates               map[estimateKey]estimated
+	priced                  []string                   // providers with egress or storage prices
+	byCountry               map[string]map[string]bool // country → providers with offers there
+	order                   []int32                    // indices of fits, cheapest first
 }
 
 // Finding is one conclusion for people, with a stable kind for machines.
@@ -336,6 +360,9 @@ func hoursLine(item LineItem, h float64, rate gpuwarden.Micros) Line {
 type sharedKey struct {
 	provider string
 	currency gpuwarden.Currency
+	// country matters only to estimates, which are made from the
+	// providers priced in the same country.
+	country string
 }
 
 type sharedLines struct {
@@ -347,7 +374,7 @@ type sharedLines struct {
 // sharedFor computes the egress and storage lines once per provider and
 // currency: they do not depend on the instance.
 func (r *Report) sharedFor(o *gpuwarden.Offer) sharedLines {
-	k := sharedKey{o.Provider, o.Currency}
+	k := sharedKey{o.Provider, o.Currency, o.Country}
 	if s, ok := r.shared[k]; ok {
 		return s
 	}
@@ -376,7 +403,13 @@ func (r *Report) sharedLines(o *gpuwarden.Offer) ([]Line, bool) {
 		l := Line{Item: egressItem(scope), Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGB}
 		q, found := PriceEgress(r.cat.Egress, o.Provider, scope, l.Quantity)
 		if !found {
-			l.Unpriced = true
+			r.estimate(&l, o.Country, egressEstimateKind(scope), func(prov string) (gpuwarden.Micros, bool) {
+				q, found := PriceEgress(r.cat.Egress, prov, scope, l.Quantity)
+				if !found {
+					return 0, false
+				}
+				return r.fx.convert(q.Amount, q.Currency)
+			})
 		} else {
 			amt, ok := r.fx.convert(q.Amount, q.Currency)
 			if !ok {
@@ -398,7 +431,14 @@ func (r *Report) sharedLines(o *gpuwarden.Offer) ([]Line, bool) {
 	if gb := p.Data.StorageGB; gb > 0 {
 		l := Line{Item: ItemStorage, Quantity: gpuwarden.MicrosFromFloat(gb), Unit: UnitGBMonth}
 		if sr, found := storageRate(r.cat.Storage, o.Provider, p.Data.StorageKind); !found {
-			l.Unpriced = true
+			r.estimate(&l, o.Country, "storage "+p.Data.StorageKind, func(prov string) (gpuwarden.Micros, bool) {
+				sr, found := storageRate(r.cat.Storage, prov, p.Data.StorageKind)
+				if !found {
+					return 0, false
+				}
+				rate, ok := r.fx.convert(sr.PerGBMonth, sr.Currency)
+				return rate.Mul(l.Quantity), ok
+			})
 		} else {
 			rate, ok := r.fx.convert(sr.PerGBMonth, sr.Currency)
 			if !ok {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,10 @@ func TestEveryJSONOutputNamesItsSchema(t *testing.T) {
 		args    []string
 	}{
 		{"gpuwarden version", "version", []string{"version"}},
-		{"gpuwarden plan", "plan", []string{"plan", plan}},
+		{"gpuwarden plan", planJSONKind, []string{"plan", plan}},
+		// A source that refuses: the failure is reported in JSON too.
+		{"gpuwarden catalog update", "catalog-update", []string{"catalog", "update", "--data-dir", data, "--cloud", "lambda", "--from", "http://127.0.0.1:1/catalogs/v7", "--timeout", "5s"}},
+		{"gpuwarden catalog list", "catalog-list", []string{"catalog", "list", "--data-dir", data}},
 		{"gpuwarden offers", "offers", []string{"offers", "--gpu", "h100", "--max-price", "5"}},
 		{"gpuwarden egress", "egress", []string{"egress", "ckpt", "--from", "aws:us-east-1", "--to", "internet"}},
 		{"gpuwarden canary", "canary", []string{"canary", "--simulate", "1xH100", "--no-frameworks"}},
@@ -79,7 +83,12 @@ func TestEveryJSONOutputNamesItsSchema(t *testing.T) {
 				args = []string{"status", "--addr", addr}
 			}
 			// -o json before the arguments: run's end with the job's own.
-			r := gwLive(t, dir, append([]string{args[0], "-o", "json"}, args[1:]...)...)
+			// catalog's subcommand comes before its flags.
+			verb := 1
+			if args[0] == "catalog" {
+				verb = 2
+			}
+			r := gwLive(t, dir, append(append(slices.Clone(args[:verb]), "-o", "json"), args[verb:]...)...)
 			var head struct {
 				Schema string `json:"schema"`
 			}

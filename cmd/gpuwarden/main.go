@@ -175,7 +175,7 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
 		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),
 		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand(),
-		a.launchCommand(), a.preflightCommand())
+		a.launchCommand(), a.preflightCommand(), a.catalogCommand())
 	// cobra adds `completion` itself; it gets an example and exit codes too.
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

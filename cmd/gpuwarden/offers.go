@@ -56,18 +56,19 @@ cheaper of on-demand and spot, in the offer's own currency.
 			if err := checkFilterNames(catalog.KnownNames(cat), f); err != nil {
 				return err
 			}
+			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, cat.Warnings)
 			offers := filterOffers(cat.Offers, f)
 			switch output {
 			case "json":
-				return writeJSON(a.stdout, "offers", map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings)})
+				return writeJSON(a.stdout, "offers", map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings), "price_sources": nonNilSources(cat.Sources)})
 			case "csv":
 				return offersCSV(a.stdout, offers)
 			}
 			return offersTable(a.stdout, offers)
 		},
 	}
-	cats.register(c)
+	cats.registerDownloads(c)
 	c.Flags().StringVar(&f.GPU, "gpu", "", "GPU model, any alias (H100, A100-80GB, RTX4090)")
 	c.Flags().Float64Var(&f.MinVRAMGB, "min-vram", 0, "least VRAM per box in `GB`")
 	c.Flags().StringVar(&f.Provider, "provider", "", "provider name (aws, gcp, lambda, …)")
@@ -155,7 +156,7 @@ func offersTable(w io.Writer, offers []gpuwarden.Offer) error {
 	for _, o := range offers {
 		rows = append(rows, []string{o.Provider, region(o), o.Instance, gpus(&o), trimFloat(o.VRAMGB()) + " GB",
 			priceCell(o.Currency, o.OnDemandHourly, "h"), priceCell(o.Currency, o.SpotHourly, "h"),
-			priceCell(o.Currency, o.Monthly, "mo"), o.AsOf})
+			priceCell(o.Currency, o.Monthly, "mo"), undatedCell(o.AsOf)})
 	}
 	fitOfferColumn(rows, 2)
 	rightAlign(rows, 4, 5, 6, 7)
@@ -201,4 +202,21 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// nonNilSources keeps "price_sources": [] in JSON when nothing was downloaded.
+func nonNilSources(s []gpuwarden.PriceSource) []gpuwarden.PriceSource {
+	if s == nil {
+		return []gpuwarden.PriceSource{}
+	}
+	return s
+}
+
+// undatedCell shows an empty as_of as "undated" in tables, never as a
+// blank that reads like a missing column.
+func undatedCell(asOf string) string {
+	if asOf == "" {
+		return "undated"
+	}
+	return asOf
 }

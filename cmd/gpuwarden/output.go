@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,12 +26,26 @@ const staleAfter = 90 * 24 * time.Hour
 type catalogFlags struct {
 	files      []string
 	noEmbedded bool
+	// dataDir, when set, says where `catalog update` stored its downloads;
+	// commands that price with them register it with registerDownloads.
+	dataDir func() string
 }
 
 func (f *catalogFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.files, "catalog", nil,
 		"price `FILE` to add (own CSV, SkyPilot vms.csv or gpuhunt CSV); repeatable")
 	c.Flags().BoolVar(&f.noEmbedded, "no-embedded", false, "leave out the embedded price snapshot")
+}
+
+// registerDownloads is register plus the downloaded catalogs of
+// DATA_DIR/catalogs; a command that has --data-dir already shares it.
+func (f *catalogFlags) registerDownloads(c *cobra.Command) {
+	f.register(c)
+	if c.Flags().Lookup("data-dir") == nil {
+		c.Flags().String("data-dir", defaultDataDir(), "`DIR` whose catalogs/ holds the prices `gpuwarden catalog update` downloaded")
+	}
+	fl := c.Flags().Lookup("data-dir")
+	f.dataDir = func() string { return fl.Value.String() }
 }
 
 // load reads the catalogs and returns them with warnings: the readers' own
@@ -47,7 +62,11 @@ func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded 
 	if !embedded && len(files) == 0 {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "no prices: the embedded snapshot is left out and no catalog is given").WithHint("add --catalog FILE")
 	}
-	cat, err := catalog.Load(files, embedded)
+	opt := catalog.Options{Files: files, Embedded: embedded, Now: now}
+	if f.dataDir != nil {
+		opt.StoreDir = filepath.Join(f.dataDir(), "catalogs")
+	}
+	cat, err := catalog.LoadWith(opt)
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +75,15 @@ func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded 
 }
 
 // jsonSchema names the schema of a command's -o json: "gpuwarden.<kind>/v1",
-// the form plan's has had since its first release. Fields are only added
-// within v1; a rename or removal makes v2 (docs/json.md).
-func jsonSchema(kind string) string { return "gpuwarden." + kind + "/v1" }
+// the form plan's has had since its first release, or the version a kind
+// names itself ("plan/v2"). Fields are only added within a version; a
+// rename or removal makes the next one (docs/json.md).
+func jsonSchema(kind string) string {
+	if strings.Contains(kind, "/") {
+		return "gpuwarden." + kind
+	}
+	return "gpuwarden." + kind + "/v1"
+}
 
 // writeJSON writes v as indented JSON whose first field is "schema":
 // jsonSchema(kind), so that every -o json says what it is; v must encode
@@ -187,6 +212,15 @@ func wrapHanging(text, lead, indent string, width int) string {
 	}
 	b.WriteString(line + "\n")
 	return b.String()
+}
+
+// priceAges prints where the downloaded prices come from and how old they
+// are, one line per source, so that every report says its prices' age.
+func priceAges(w io.Writer, now time.Time, sources []gpuwarden.PriceSource) {
+	for _, s := range sources {
+		fmt.Fprint(w, wrap(fmt.Sprintf("%s: %d offers downloaded %s, checked %s ago (%s)", s.Provider, s.Offers,
+			s.FetchedAt.UTC().Format("2006-01-02 15:04 UTC"), catalog.FormatAge(now.Sub(s.CheckedAt)), s.URL), "prices: ", pageWidth))
+	}
 }
 
 func warnAll(w io.Writer, warnings []string) {

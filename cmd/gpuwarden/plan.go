@@ -18,14 +18,17 @@ import (
 
 // planJSONSchema names the layout of `plan -o json`; it changes only with a
 // new version, documented in docs/plan-json.md.
-const planJSONSchema = "gpuwarden.plan/v1"
+const planJSONKind = "plan/v2"
+
+var planJSONSchema = jsonSchema(planJSONKind)
 
 func (a *app) planCommand() *cobra.Command {
 	var (
-		cats    catalogFlags
-		output  string
-		explain bool
-		limit   int
+		cats          catalogFlags
+		output        string
+		explain       bool
+		allExclusions bool
+		limit         int
 	)
 	c := &cobra.Command{
 		Use:   "plan [FILE]",
@@ -77,11 +80,16 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			r.Warnings = append(r.Warnings, cat.Warnings...)
+			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, r.Warnings)
-			v := planView{Report: r, Schema: planJSONSchema, File: path}
+			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources),
+				Exclusions: summariseExclusions(r.Excluded)}
+			if allExclusions {
+				v.Excluded = r.Excluded
+			}
 			switch output {
 			case "json":
-				err = writeJSON(a.stdout, "plan", v)
+				err = writeJSON(a.stdout, planJSONKind, planJSON{planView: v, Ranked: v.shown(limit), RankedTotal: len(r.Ranked)})
 			case "csv":
 				err = v.csv(a.stdout)
 			case "md":
@@ -102,10 +110,11 @@ Every total is the sum of its printed lines, in the budget's currency.
 			return nil
 		},
 	}
-	cats.register(c)
+	cats.registerDownloads(c)
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
 	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
-	c.Flags().IntVar(&limit, "limit", 10, "rows to show in table and md output (0 = all)")
+	c.Flags().BoolVar(&allExclusions, "all-exclusions", false, "-o json: list every excluded offer, not a count per reason and a sample of 20")
+	c.Flags().IntVar(&limit, "limit", 10, "ranked rows to show in table, md and json output (0 = all; plan B always shows)")
 	return c
 }
 
@@ -125,7 +134,59 @@ func planCatalogs(planPath string, p *gpuwarden.Plan) []string {
 type planView struct {
 	Schema string `json:"schema"`
 	File   string `json:"file"`
+	// PriceSources are the downloaded catalogs priced with, and their age.
+	PriceSources []gpuwarden.PriceSource `json:"price_sources"`
+	// Exclusions summarises Report.Excluded: a budget over 100,000 offers
+	// excludes most of them, and a full list would be tens of megabytes.
+	Exclusions exclusionSummary `json:"exclusions"`
+	// Excluded shadows Report.Excluded in JSON: the full list only with
+	// --all-exclusions.
+	Excluded []plan.Exclusion `json:"excluded,omitempty"`
 	*plan.Report
+}
+
+// planJSON is what -o json writes: the view with the ranking cut to
+// --limit rows (plan B kept), so that 100,000 offers make a report of a few
+// hundred kilobytes, and the number of rows the full ranking has.
+type planJSON struct {
+	planView
+	Ranked      []*plan.Candidate `json:"ranked"`
+	RankedTotal int               `json:"ranked_total"`
+}
+
+// exclusionSample is how many exclusions the summary shows.
+const exclusionSample = 20
+
+// exclusionSummary counts exclusions per reason and shows a few: the first
+// of each reason (the cheapest, for the budget), then more in report order.
+type exclusionSummary struct {
+	Total    int                 `json:"total"`
+	ByReason map[plan.Reason]int `json:"by_reason"`
+	Sample   []plan.Exclusion    `json:"sample"`
+}
+
+func summariseExclusions(all []plan.Exclusion) exclusionSummary {
+	s := exclusionSummary{Total: len(all), ByReason: map[plan.Reason]int{}, Sample: []plan.Exclusion{}}
+	firsts := map[plan.Reason]int{}
+	for i, e := range all {
+		if s.ByReason[e.Reason] == 0 {
+			firsts[e.Reason] = i
+		}
+		s.ByReason[e.Reason]++
+	}
+	taken := map[int]bool{}
+	for _, reason := range exclusionOrder {
+		if i, ok := firsts[reason]; ok && len(s.Sample) < exclusionSample {
+			s.Sample = append(s.Sample, all[i])
+			taken[i] = true
+		}
+	}
+	for i := 0; i < len(all) && len(s.Sample) < exclusionSample; i++ {
+		if !taken[i] {
+			s.Sample = append(s.Sample, all[i])
+		}
+	}
+	return s
 }
 
 func (v planView) money(c gpuwarden.Cents) string { return v.Currency.Format(c) }
@@ -146,14 +207,14 @@ func columns(c *plan.Candidate) (compute, idle, data gpuwarden.Cents) {
 	return
 }
 
-// unpriced reports whether a candidate has a line the catalog could not price.
-func unpriced(c *plan.Candidate) bool {
+// unpriced reports whether a candidate has a line the catalog could not
+// price, and whether it has one priced by an estimate.
+func unpriced(c *plan.Candidate) (missing, estimated bool) {
 	for _, l := range c.Lines() {
-		if l.Unpriced {
-			return true
-		}
+		missing = missing || l.Unpriced
+		estimated = estimated || l.Estimated
 	}
-	return false
+	return missing, estimated
 }
 
 func gpus(o *gpuwarden.Offer) string {
@@ -190,7 +251,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 	}
 	if len(v.Ranked) > 0 {
 		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
-		anyUnpriced := false
+		anyUnpriced, anyEstimated := false, false
 		for _, c := range v.shown(limit) {
 			compute, idle, data := columns(c)
 			rank := strconv.Itoa(int(c.Rank))
@@ -198,12 +259,17 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 				rank += " " + m
 			}
 			total := v.money(c.Total)
-			if unpriced(c) {
+			missing, estimated := unpriced(c)
+			if estimated {
+				total = "~" + total
+				anyEstimated = true
+			}
+			if missing {
 				total += "*"
 				anyUnpriced = true
 			}
-			rows = append(rows, []string{rank, c.Offer.Provider + " " + c.Offer.Region + " " + c.Offer.Instance,
-				gpus(c.Offer), c.Billing.String(), v.money(compute), v.money(idle), v.money(data), total})
+			rows = append(rows, []string{rank, offerName(c.Offer), gpus(c.Offer), c.Billing.String(),
+				v.money(compute), v.money(idle), v.money(data), total})
 		}
 		fitOfferColumn(rows, 1)
 		rightAlign(rows, 4, 5, 6, 7)
@@ -218,6 +284,9 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
 		}
 		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
+		if anyEstimated {
+			fmt.Fprintln(&b, "~ the provider has no egress or storage price: estimated from other providers (docs/pricing.md)")
+		}
 		if anyUnpriced {
 			fmt.Fprintln(&b, "* the catalog has no egress or storage price for this provider: the total leaves it out")
 		}
@@ -305,7 +374,11 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 	for _, l := range c.Lines() {
 		rows = append(rows, []string{"  " + l.Item.String(), v.lineDetail(l), v.lineAmount(l)})
 	}
-	rows = append(rows, []string{"  total", "", v.money(c.Total)})
+	total := v.money(c.Total)
+	if _, estimated := unpriced(c); estimated {
+		total = "~" + total
+	}
+	rows = append(rows, []string{"  total", "", total})
 	if c.PerResult != nil {
 		rows = append(rows, []string{"  per result", trimFloat(c.PerResult.Results) + " a month",
 			v.Currency.FormatRate(fourPlaces(c.PerResult.Amount), c.PerResult.Unit)})
@@ -316,7 +389,7 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 		t.row(r...)
 	}
 	_ = t.flush()
-	fmt.Fprint(b, wrap(c.Offer.Source+", as of "+c.Offer.AsOf, "  source: ", pageWidth))
+	fmt.Fprint(b, wrap(c.Offer.Source+", "+asOf(c.Offer), "  source: ", pageWidth))
 }
 
 func (v planView) lineDetail(l plan.Line) string {
@@ -324,6 +397,8 @@ func (v planView) lineDetail(l plan.Line) string {
 	switch {
 	case l.Unpriced:
 		return q + ", no price in the catalog"
+	case l.Estimated:
+		return q + ", estimated: " + l.Basis
 	case l.Item == plan.ItemMonthly:
 		return "flat, whole month"
 	case l.Tiered:
@@ -343,6 +418,9 @@ func fourPlaces(m gpuwarden.Micros) gpuwarden.Micros { return (m + 50) / 100 * 1
 func (v planView) lineAmount(l plan.Line) string {
 	if l.Unpriced {
 		return "unpriced"
+	}
+	if l.Estimated {
+		return "~" + v.money(l.Amount)
 	}
 	return v.money(l.Amount)
 }
@@ -364,13 +442,14 @@ var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonResidency, pl
 // exclusions prints one line per reason: how many offers it left out and the
 // first of them (for the budget, the cheapest) with the reason in words.
 func (v planView) exclusions(b *strings.Builder) {
-	if len(v.Excluded) == 0 {
+	excluded := v.Report.Excluded
+	if len(excluded) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nExcluded (%d; -o json lists all)\n", len(v.Excluded))
+	fmt.Fprintf(b, "\nExcluded (%d; -o json --all-exclusions lists all)\n", len(excluded))
 	for _, reason := range exclusionOrder {
 		n, first := 0, -1
-		for i, e := range v.Excluded {
+		for i, e := range excluded {
 			if e.Reason == reason {
 				if first < 0 {
 					first = i
@@ -381,7 +460,7 @@ func (v planView) exclusions(b *strings.Builder) {
 		if n == 0 {
 			continue
 		}
-		e := v.Excluded[first]
+		e := excluded[first]
 		what := e.Offer.Provider + " " + e.Offer.Region + " " + e.Offer.Instance
 		if e.Billing != 0 {
 			what += " (" + e.Billing.String() + ")"
@@ -390,7 +469,7 @@ func (v planView) exclusions(b *strings.Builder) {
 		if reason == plan.ReasonBudget {
 			lead = "cheapest:"
 		}
-		fmt.Fprint(b, wrapHanging(fmt.Sprintf("%d %s, %s %s: %s", n, reason, lead, what, e.Message), "  ", "      ", pageWidth))
+		fmt.Fprint(b, wrapHanging(fmt.Sprintf("%d %s, %s %s: %s", n, reason, lead, what, e.Why()), "  ", "      ", pageWidth))
 	}
 }
 
@@ -466,14 +545,14 @@ func (v planView) markdown(w io.Writer, limit int) error {
 			fmt.Fprintf(&b, "- %s\n", f.Message)
 		}
 	}
-	if len(v.Excluded) > 0 {
-		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Excluded))
-		for i, e := range v.Excluded {
+	if len(v.Report.Excluded) > 0 {
+		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Report.Excluded))
+		for i, e := range v.Report.Excluded {
 			if limit > 0 && i == limit {
-				fmt.Fprintf(&b, "- … %d more\n", len(v.Excluded)-limit)
+				fmt.Fprintf(&b, "- … %d more\n", len(v.Report.Excluded)-limit)
 				break
 			}
-			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Message)
+			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Why())
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -481,3 +560,23 @@ func (v planView) markdown(w io.Writer, limit int) error {
 }
 
 func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// asOf says when a price was read, or that nobody said: an empty date
+// after "as of" reads as a cut-off line.
+func asOf(o *gpuwarden.Offer) string {
+	if o.AsOf == "" {
+		return "undated"
+	}
+	return "as of " + o.AsOf
+}
+
+// offerName is the OFFER cell: provider, region and instance, with the
+// number of zones folded into the row when there are several.
+func offerName(o *gpuwarden.Offer) string {
+	// The count goes before the instance, which the table may cut short.
+	where := o.Provider + " " + o.Region
+	if o.Zones > 1 {
+		where += fmt.Sprintf(" (%d zones)", o.Zones)
+	}
+	return where + " " + o.Instance
+}

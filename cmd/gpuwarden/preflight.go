@@ -81,7 +81,7 @@ prints the contract questions for a provider as markdown for a ticket.
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "this box's ledger directory")
 	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 1xH200")
 	fl.StringVar(&f.agentAddr, "agent", "127.0.0.1:7070", "`ADDR` where the agent answers")
-	f.cats.register(c)
+	f.cats.registerDownloads(c)
 	return c
 }
 
@@ -107,8 +107,10 @@ func (a *app) runPreflight(ctx context.Context, f *preflightFlags, args []string
 		return err
 	}
 	items := preflight.Check(facts)
+	priceAges(a.stderr, a.now(), facts.Catalog.Sources)
 	if f.output == "json" {
-		if err := writeJSON(a.stdout, "preflight", map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict)}); err != nil {
+		if err := writeJSON(a.stdout, "preflight", map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict),
+			"price_sources": nonNilSources(facts.Catalog.Sources)}); err != nil {
 			return err
 		}
 	} else if err := preflightTable(a.stdout, items); err != nil {

@@ -1,0 +1,338 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// publishedClouds are the real SkyPilot files kept in testdata/published.
+var publishedClouds = []string{"hyperbolic", "lambda", "nebius", "runpod"}
+
+// catalogServer serves testdata/published as SkyPilot's catalog host does
+// (ETag, Last-Modified, 304 on a match) and the recorded Azure Retail
+// Prices pages, counting what it sends.
+type catalogServer struct {
+	*httptest.Server
+	mu          sync.Mutex
+	requests    int
+	conditional int
+	bodyBytes   int
+	// override replaces a cloud's file, to model a change or a broken file.
+	override map[string][]byte
+}
+
+func newCatalogServer(t testing.TB) *catalogServer {
+	t.Helper()
+	cs := &catalogServer{override: map[string][]byte{}}
+	modTime := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/catalogs/v7/", func(w http.ResponseWriter, r *http.Request) {
+		cloud, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/catalogs/v7/"), "/")
+		cs.mu.Lock()
+		cs.requests++
+		if r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Modified-Since") != "" {
+			cs.conditional++
+		}
+		body, ok := cs.override[cloud]
+		cs.mu.Unlock()
+		if !ok {
+			var err error
+			if body, err = os.ReadFile(filepath.Join("testdata", "published", cloud, file)); err != nil {
+				http.NotFound(w, r)
+				return
+			}
+		}
+		h := sha256.Sum256(body)
+		w.Header().Set("ETag", `"`+hex.EncodeToString(h[:8])+`"`)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		cw := &countingWriter{ResponseWriter: w}
+		http.ServeContent(cw, r, file, modTime, bytes.NewReader(body))
+		cs.mu.Lock()
+		cs.bodyBytes += cw.n
+		cs.mu.Unlock()
+	})
+	mux.HandleFunc("/api/retail/prices", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Query().Get("$filter"), "serviceName eq 'Virtual Machines'") {
+			http.Error(w, "bad filter", http.StatusBadRequest)
+			return
+		}
+		page := "page1.json"
+		if r.URL.Query().Get("$skip") != "" {
+			page = "page2.json"
+		}
+		b, err := os.ReadFile(filepath.Join("testdata", "published", "azure", page))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		// The recorded answer links to the public host; point it here.
+		b = bytes.ReplaceAll(b, []byte("https://prices.azure.com"), []byte(cs.URL))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	})
+	cs.Server = httptest.NewServer(mux)
+	t.Cleanup(cs.Close)
+	return cs
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n int
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += n
+	return n, err
+}
+
+func (cs *catalogServer) counts() (requests, conditional, body int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.requests, cs.conditional, cs.bodyBytes
+}
+
+func (cs *catalogServer) fetcher(dir string, now time.Time) *Fetcher {
+	return &Fetcher{Dir: dir, BaseURL: cs.URL + "/catalogs/v7", AzureURL: cs.URL + "/api/retail/prices",
+		Now: func() time.Time { return now }}
+}
+
+func statuses(rs []FetchResult) map[string]string {
+	m := map[string]string{}
+	for _, r := range rs {
+		m[r.Cloud] = r.Status
+		if r.Error != "" {
+			m[r.Cloud] += ": " + r.Error
+		}
+	}
+	return m
+}
+
+func TestUpdateThenConditional(t *testing.T) {
+	cs := newCatalogServer(t)
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	sources := append(append([]string(nil), publishedClouds...), Azure)
+	first := cs.fetcher(dir, now).Update(context.Background(), sources)
+	for cloud, st := range statuses(first) {
+		if st != "updated" {
+			t.Errorf("first update of %s: %s, want updated", cloud, st)
+		}
+	}
+	_, _, firstBytes := cs.counts()
+	if firstBytes == 0 {
+		t.Fatal("the first update downloaded nothing")
+	}
+	stored, warns := Stored(dir)
+	if len(stored) != len(sources) || len(warns) > 0 {
+		t.Fatalf("stored %d sources (warnings %v), want %d", len(stored), warns, len(sources))
+	}
+	for _, s := range stored {
+		if s.Cloud != Azure && s.ETag == "" {
+			t.Errorf("%s: no ETag kept for the next conditional request", s.Cloud)
+		}
+		if !s.CheckedAt.Equal(now) || s.Offers == 0 {
+			t.Errorf("%s: checked %v with %d offers, want %v and some", s.Cloud, s.CheckedAt, s.Offers, now)
+		}
+	}
+
+	later := now.Add(3 * time.Hour)
+	second := cs.fetcher(dir, later).Update(context.Background(), publishedClouds)
+	for cloud, st := range statuses(second) {
+		if st != "unchanged" {
+			t.Errorf("second update of %s: %s, want unchanged", cloud, st)
+		}
+	}
+	req, cond, bodyBytes := cs.counts()
+	if cond != len(publishedClouds) {
+		t.Errorf("%d conditional requests, want %d (one per cloud)", cond, len(publishedClouds))
+	}
+	if bodyBytes != firstBytes {
+		t.Errorf("second update downloaded %d bytes, want 0", bodyBytes-firstBytes)
+	}
+	if req != 2*len(publishedClouds) {
+		t.Errorf("%d requests, want %d", req, 2*len(publishedClouds))
+	}
+	stored, _ = Stored(dir)
+	for _, s := range stored {
+		if s.Cloud != Azure && (!s.CheckedAt.Equal(later) || !s.FetchedAt.Equal(now)) {
+			t.Errorf("%s: fetched %v checked %v, want fetched %v checked %v", s.Cloud, s.FetchedAt, s.CheckedAt, now, later)
+		}
+	}
+}
+
+func TestUpdateKeepsGoodFileOnFailure(t *testing.T) {
+	cs := newCatalogServer(t)
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	if st := statuses(cs.fetcher(dir, now).Update(context.Background(), []string{"lambda"}))["lambda"]; st != "updated" {
+		t.Fatalf("first update: %s", st)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, "lambda", "vms.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		body []byte
+		max  int64
+		want string
+	}{
+		{"changed format", []byte("this,is,not\n1,2,3\n"), 0, "not a readable SkyPilot catalog"},
+		{"over the size limit", append(append([]byte(nil), good...), good...), int64(len(good)), "over the"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs.mu.Lock()
+			cs.override["lambda"] = tt.body
+			cs.mu.Unlock()
+			f := cs.fetcher(dir, now.Add(time.Hour))
+			f.MaxBytes = tt.max
+			got := statuses(f.Update(context.Background(), []string{"lambda"}))["lambda"]
+			if !strings.HasPrefix(got, "failed") || !strings.Contains(got, tt.want) {
+				t.Errorf("status %q, want failed with %q", got, tt.want)
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, "lambda", "vms.csv"))
+			if !bytes.Equal(after, good) {
+				t.Error("a failed fetch replaced the good file")
+			}
+			if ents, _ := os.ReadDir(filepath.Join(dir, "lambda")); len(ents) != 2 {
+				t.Errorf("%d entries in the cloud folder, want vms.csv and source.json (no temp file left)", len(ents))
+			}
+		})
+	}
+	// A server that is down fails the same way.
+	cs.Close()
+	got := statuses(cs.fetcher(dir, now.Add(2*time.Hour)).Update(context.Background(), []string{"lambda"}))["lambda"]
+	if !strings.HasPrefix(got, "failed") {
+		t.Errorf("server down: %q, want failed", got)
+	}
+}
+
+func TestAzureNextPageStaysOnHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"Items":[],"NextPageLink":"http://198.51.100.7/api/retail/prices?$skip=100"}`))
+	}))
+	defer srv.Close()
+	f := &Fetcher{Dir: t.TempDir(), AzureURL: srv.URL + "/api/retail/prices"}
+	got := statuses(f.Update(context.Background(), []string{Azure}))[Azure]
+	if !strings.Contains(got, "leaves") {
+		t.Errorf("status %q, want a refusal to follow a NextPageLink to another host", got)
+	}
+}
+
+func TestAzureOffers(t *testing.T) {
+	cs := newCatalogServer(t)
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	if st := statuses(cs.fetcher(dir, now).Update(context.Background(), []string{Azure}))[Azure]; st != "updated" {
+		t.Fatalf("azure: %s", st)
+	}
+	cat, err := LoadWith(Options{StoreDir: dir, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		region, instance, gpu, country string
+		onDemand, spot                 string
+	}
+	var got []row
+	for _, o := range cat.Offers {
+		got = append(got, row{o.Region, o.Instance, o.GPU, o.Country, o.OnDemandHourly.String(), o.SpotHourly.String()})
+		if o.AsOf != "2026-12-02" {
+			t.Errorf("%s %s: as_of %q, want the download day", o.Region, o.Instance, o.AsOf)
+		}
+	}
+	// Windows, Low Priority and Reservation meters are left out; both
+	// pages are read.
+	want := []row{
+		{"eastus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "US", "3.673", "0.7346"},
+		{"eastus", "Standard_NC40ads_H100_v5", "H100-NVL", "US", "6.98", "0"},
+		{"eastus", "Standard_NC4as_T4_v3", "T4", "US", "0.526", "0.0526"},
+		{"germanywestcentral", "Standard_NC4as_T4_v3", "T4", "DE", "0.578", "0"},
+		{"swedencentral", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "SE", "3.82", "0"},
+		{"westeurope", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "NL", "4.041", "0.8082"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d offers %v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("offer %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestLoadWithStored(t *testing.T) {
+	cs := newCatalogServer(t)
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	cs.fetcher(dir, now).Update(context.Background(), []string{"lambda"})
+	cat, err := LoadWith(Options{StoreDir: dir, Embedded: true, Now: now.Add(10 * 24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Sources) != 1 || cat.Sources[0].Provider != "lambda" {
+		t.Fatalf("sources %+v, want lambda", cat.Sources)
+	}
+	snap, _ := Embedded()
+	embeddedLambda := 0
+	for _, o := range snap.Offers {
+		if o.Provider == "lambda" {
+			embeddedLambda++
+		}
+	}
+	if embeddedLambda == 0 {
+		t.Fatal("the snapshot has no lambda offers to replace; the test proves nothing")
+	}
+	for _, o := range cat.Offers {
+		if o.Provider == "lambda" && !strings.Contains(o.Source, cs.URL) {
+			t.Errorf("a lambda offer from %q survived next to the downloaded catalog", o.Source)
+		}
+	}
+	if !containsWarning(cat.Warnings, "last checked 10 days ago") {
+		t.Errorf("no age warning for a catalog 10 days old: %v", cat.Warnings)
+	}
+	if containsWarning(cat.Warnings, "carry no date") {
+		t.Errorf("downloaded offers are dated by the download, yet warned undated: %v", cat.Warnings)
+	}
+
+	// A corrupted file falls back to the snapshot with a warning.
+	if err := os.WriteFile(filepath.Join(dir, "lambda", "vms.csv"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err = LoadWith(Options{StoreDir: dir, Embedded: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Sources) != 0 || !containsWarning(cat.Warnings, "using the embedded snapshot for lambda") {
+		t.Errorf("corrupted download: sources %v warnings %v, want the snapshot and a warning", cat.Sources, cat.Warnings)
+	}
+	// No downloads at all: the snapshot, and a warning saying how to refresh.
+	cat, err = LoadWith(Options{StoreDir: t.TempDir(), Embedded: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containsWarning(cat.Warnings, "run `gpuwarden catalog update`") {
+		t.Errorf("no downloads: warnings %v, want a hint to update", cat.Warnings)
+	}
+}
+
+func containsWarning(ws []string, sub string) bool {
+	for _, w := range ws {
+		if strings.Contains(w, sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,171 @@
+package catalog
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestEveryFixtureRegionHasACountry reads every real SkyPilot file kept in
+// testdata and fails on an offer the region table cannot place: such an
+// offer is excluded by any residency rule.
+func TestEveryFixtureRegionHasACountry(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "published", "*", "vms.csv"))
+	more, _ := filepath.Glob(filepath.Join("testdata", "skypilot", "*", "vms.csv"))
+	files = append(files, more...)
+	if len(files) < 8 {
+		t.Fatalf("found %d fixture files, want the published and skypilot ones", len(files))
+	}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers, warns, err := ReadOffers(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, o := range offers {
+			if o.Country == "" && !unplaceable[o.Provider+"/"+o.Region] {
+				t.Errorf("%s: %s region %q has no country", name, o.Provider, o.Region)
+			}
+		}
+		for _, w := range warns {
+			if strings.Contains(w, "not in the region table") && !strings.Contains(w, "1 region of primeintellect is not") {
+				t.Errorf("%s: %s", name, w)
+			}
+		}
+	}
+}
+
+// unplaceable are regions a catalog gives that name no place: Prime
+// Intellect's UNSPECIFIED is a marketplace pool. They stay without a
+// country, and the reader names them in a warning.
+var unplaceable = map[string]bool{"primeintellect/UNSPECIFIED": true}
+
+func TestUnknownRegionIsNamed(t *testing.T) {
+	csv := "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\r\n" +
+		"gpu_1x_h100_sxm5,H100,1.0,26.0,225.0,3.29,mars-north-1,,\r\n"
+	_, warns, err := ReadOffersAs("lambda/vms.csv", "lambda", strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containsWarning(warns, "1 region of lambda is not in the region table") || !containsWarning(warns, "mars-north-1") {
+		t.Errorf("warnings %q, want one naming mars-north-1", warns)
+	}
+}
+
+// TestPublishedGPUs pins the cards of the real files: marketed memory, not
+// the listing's MiB, and the form factor kept in the name.
+func TestPublishedGPUs(t *testing.T) {
+	tests := []struct {
+		file, instance string
+		gpu            string
+		vram, total    float64
+		zones          int
+	}{
+		// 81,559 MiB is 79.65 GiB; the card is sold as 80 GB.
+		{"hyperbolic", "1x-H100-28-271", "H100-SXM", 80, 80, 0},
+		{"hyperbolic", "7x-H100-196-1894", "H100-SXM", 80, 560, 0},
+		{"hyperbolic", "1x-RTX4090-11-45", "RTX-4090", 24, 24, 0},
+		{"lambda", "gpu_1x_h100_sxm5", "H100-SXM", 80, 80, 0},
+		{"runpod", "1x_A100-80GB_SECURE", "A100-80GB", 80, 80, 3},
+		{"runpod", "1x_A100-80GB-SXM_SECURE", "A100-80GB-SXM", 80, 80, 3},
+		{"nebius", "gpu-l40s-d_2gpu-64vcpu-384gb", "L40S", 48, 96, 0},
+	}
+	read := map[string][]struct {
+		inst, gpu   string
+		vram, total float64
+		zones       int
+		region      string
+	}{}
+	for _, cloud := range []string{"hyperbolic", "lambda", "runpod", "nebius"} {
+		name := filepath.Join("testdata", "published", cloud, "vms.csv")
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers, _, err := ReadOffers(name, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range offers {
+			read[cloud] = append(read[cloud], struct {
+				inst, gpu   string
+				vram, total float64
+				zones       int
+				region      string
+			}{o.Instance, o.GPU, o.VRAMGBPerGPU, o.VRAMGB(), o.Zones, o.Region})
+		}
+	}
+	for _, tt := range tests {
+		found := false
+		for _, o := range read[tt.file] {
+			if o.inst != tt.instance || (tt.file == "runpod" && o.region != "IS") {
+				continue
+			}
+			found = true
+			if o.gpu != tt.gpu || o.vram != tt.vram || o.total != tt.total || o.zones != tt.zones {
+				t.Errorf("%s %s: %s %v GB/GPU %v GB, %d zones; want %s %v %v, %d zones",
+					tt.file, tt.instance, o.gpu, o.vram, o.total, o.zones, tt.gpu, tt.vram, tt.total, tt.zones)
+			}
+			break
+		}
+		if !found {
+			t.Errorf("%s: no offer %s", tt.file, tt.instance)
+		}
+	}
+}
+
+// TestSkyPilotRowWithoutRegion: Seeweb lists sizes with an empty Region;
+// they are skipped with a count, and the rest of the file still reads.
+func TestSkyPilotRowWithoutRegion(t *testing.T) {
+	csv := "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\r\n" +
+		"ECS1GPU8,H100,1,16,256.0,1.89,,\"{'Gpus': [{'Name': 'H100', 'Manufacturer': 'NVIDIA', 'Count': 1.0, 'MemoryInfo': {'SizeInMiB': 81920}}], 'TotalGpuMemoryInMiB': 81920}\",\r\n" +
+		"ECS1GPU10,H200,1,32,256.0,2.6,it-fr2,\"{'Gpus': [{'Name': 'H200', 'Manufacturer': 'NVIDIA', 'Count': 1.0, 'MemoryInfo': {'SizeInMiB': 144384}}], 'TotalGpuMemoryInMiB': 144384}\",\r\n"
+	offers, warns, err := ReadOffersAs("seeweb/vms.csv", "seeweb", strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offers) != 1 || offers[0].GPU != "H200" || offers[0].Country != "IT" || offers[0].VRAMGBPerGPU != 141 {
+		t.Errorf("offers %+v, want the H200 in it-fr2 (IT, 141 GB)", offers)
+	}
+	if !containsWarning(warns, "skipped 1 row without a Region (line 2)") {
+		t.Errorf("warnings %q, want the skipped row counted", warns)
+	}
+}
+
+// TestPrimeIntellect: "CC - region" places itself, 99999999 is no spot
+// price, and UNSPECIFIED is named as a region without a country.
+func TestPrimeIntellect(t *testing.T) {
+	name := filepath.Join("testdata", "published", "primeintellect", "vms.csv")
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	offers, warns, err := ReadOffers(name, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	countries := map[string]string{}
+	for _, o := range offers {
+		countries[o.Region] = o.Country
+		if o.SpotHourly != 0 {
+			t.Errorf("%s %s: spot %s, want none (99999999 means no spot)", o.Region, o.Instance, o.SpotHourly)
+		}
+	}
+	want := map[string]string{"UNSPECIFIED": "", "US - us-midwest-1": "US", "AU - australia-east-1": "AU",
+		"CA - CANADA-1": "CA", "FI - FIN-01": "FI", "DE - FRA": "DE", "SE - se-stockholm-1": "SE"}
+	for region, cc := range want {
+		if got, ok := countries[region]; !ok || got != cc {
+			t.Errorf("region %q: country %q (found %v), want %q", region, got, ok, cc)
+		}
+	}
+	if !containsWarning(warns, "(UNSPECIFIED)") {
+		t.Errorf("warnings %q, want UNSPECIFIED named", warns)
+	}
+}
