@@ -75,7 +75,10 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 					s.Cloud, FormatAge(s.Age(opt.Now))))
 			}
 		}
-		if len(cat.Sources) == 0 && opt.Embedded {
+		// A box that never ran `catalog update` prices with the snapshot as
+		// it always has (its own age check warns once it is old); one whose
+		// update left nothing usable is told, since it expected downloads.
+		if _, err := os.Stat(opt.StoreDir); err == nil && len(cat.Sources) == 0 && opt.Embedded {
 			storedWarns = append(storedWarns, fmt.Sprintf("no downloaded catalog in %s: prices are the embedded snapshot; run `gpuwarden catalog update` for fresh ones", opt.StoreDir))
 		}
 	}

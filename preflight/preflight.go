@@ -315,10 +315,15 @@ func pricing(f Facts) Item {
 		it.Fix = "see `gpuwarden plan`"
 		return it
 	}
-	var unpriced []string
+	// An estimated line is still one the provider does not price: the
+	// bill holds a median of others' rates, not this provider's.
+	var unpriced, basis []string
 	for _, l := range best.Lines() {
-		if l.Unpriced {
+		if l.Unpriced || l.Estimated {
 			unpriced = append(unpriced, l.Item.String())
+		}
+		if l.Estimated && l.Basis != "" {
+			basis = append(basis, l.Item.String()+": "+l.Basis)
 		}
 	}
 	d := f.Plan.Data
@@ -329,6 +334,9 @@ func pricing(f Facts) Item {
 		// close, not a plan that is wrong.
 		it.Status = Warn
 		it.Evidence = fmt.Sprintf("%s has no price for %s in the catalog", best.Offer.Provider, strings.Join(unpriced, ", "))
+		if len(basis) > 0 {
+			it.Evidence += "; the bill holds estimates (" + strings.Join(basis, "; ") + ")"
+		}
 		it.Fix = "add the provider's egress and storage rates to a catalog file (catalogs: in the plan)"
 	case !stated:
 		it.Status = Warn

@@ -226,6 +226,12 @@ func TestCatalogUpdateFailures(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "no downloaded catalog in") {
 		t.Errorf("plan offline: exit %d, stderr %q; want 0 and the snapshot warning", r.code, r.stderr)
 	}
+	// A box that never ran an update prices with the snapshot as before,
+	// without a warning on every run.
+	r = gw(t, root, "plan", "examples/qlora-7b.yaml", "--data-dir", t.TempDir())
+	if r.code != 0 || strings.Contains(r.stderr, "no downloaded catalog") {
+		t.Errorf("plan on a new box: exit %d, stderr %q; want 0 and no snapshot warning", r.code, r.stderr)
+	}
 }
 
 // TestPlanUndated: a price file without as_of says "undated", never a bare

@@ -200,12 +200,13 @@ var readmeSpecs = map[string]readmeSpec{
 			{regexp.MustCompile(`registered [^,]* ago`), "registered <when> ago"},
 		},
 	},
-	"gpuwarden bench fleet --agents 1000": {
+	"gpuwarden bench fleet --agents 1000 --rate 5 --duration 10s --ceiling --min-rate 5000": {
 		alone: true,
 		rules: []readmeRule{
 			// A benchmark on a shared CI machine: the shape, not the figures.
-			{regexp.MustCompile(`\b\d+ \(\d+ errors\)`), "<n> (<n> errors)"},
-			{regexp.MustCompile(`(batches +)\d+`), "${1}<n>"},
+			{regexp.MustCompile(`\b\d+ µs per heartbeat`), "<n> µs per heartbeat"},
+			{regexp.MustCompile(`= [\d.]+ % of it`), "= <n> % of it"},
+			{regexp.MustCompile(`\b\d+ sent, \d+ errors`), "<n> sent, <n> errors"},
 			{regexp.MustCompile(`^(\s*verdict\s+).*`), "${1}<verdict>"},
 		},
 	},
