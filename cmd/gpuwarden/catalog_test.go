@@ -62,7 +62,9 @@ func newPublishedServer(t *testing.T) *publishedServer {
 		}
 		_, _ = w.Write(bytes.ReplaceAll(b, []byte("https://prices.azure.com"), []byte(ps.URL)))
 	})
-	ps.Server = httptest.NewServer(mux)
+	// Assigned before the server starts: the Azure handler reads ps.URL.
+	ps.Server = httptest.NewUnstartedServer(mux)
+	ps.Start()
 	t.Cleanup(ps.Close)
 	return ps
 }
