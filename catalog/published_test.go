@@ -237,3 +237,30 @@ func TestV8Clouds(t *testing.T) {
 		}
 	}
 }
+
+// TestPrimeIntellectV8: v8 moved Prime Intellect's place out of Region
+// ("US - us-midwest-1" in v7) into AvailabilityZone, leaving the country
+// code in Region. Real rows of catalogs/v8/primeintellect/vms.csv (commit
+// d9a304ea01e96cd4a043159c60d9326d8de4cf0f), a zone that is a UUID included.
+func TestPrimeIntellectV8(t *testing.T) {
+	csv := "InstanceType,UpstreamCloudId,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice\n" +
+		`lambdalabs__8xA100_80GB__240__1800,gpu_8x_a100_80gb_sxm4,240.0,1800,A100-80GB,8.0,"{""Gpus"":[{""Name"":""A100-80GB"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",US,us-midwest-1,14.32,` + "\n" +
+		`datacrunch__8xH100_80GB__176__1480__SPOT,8H100.80S.176V_SPOT,176.0,1480,H100,8.0,"{""Gpus"":[{""Name"":""H100"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",IS,ICE-01,,6.84` + "\n" +
+		`latitude__8xA100_80GB__128__1536,g3-a100-large,128.0,1536,A100-80GB,8.0,"{""Gpus"":[{""Name"":""A100-80GB"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",DE,FRA,8.28,` + "\n" +
+		`dc_roan__8xH100_80GB__104__1024,h100-sxm5-80gb_eth,104.0,1024,H100,8.0,"{""Gpus"":[{""Name"":""H100"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",US,a3111bd4-550a-47d0-838a-0a52bff2ae3f,15.92,` + "\n"
+	offers, warns, err := ReadOffersAs("primeintellect/vms.csv", "primeintellect", strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offers) != 4 {
+		t.Fatalf("got %d offers, want 4: %+v", len(offers), offers)
+	}
+	for _, o := range offers {
+		if o.Country == "" || o.Country != strings.ToUpper(o.Region[:2]) {
+			t.Errorf("%s %s: country %q, want the Region's code", o.Instance, o.Region, o.Country)
+		}
+	}
+	if containsWarning(warns, "not in the region table") {
+		t.Errorf("warnings %q: a country-code region was not placed", warns)
+	}
+}

@@ -49,9 +49,11 @@ func CountryOf(provider, region string) string {
 		return c
 	}
 	switch p {
-	case "runpod", "lium":
-		// RunPod and Lium name a region by its country ("US", "CZ"): any
-		// new one is its own country, without waiting for the table.
+	case "runpod", "lium", "primeintellect":
+		// RunPod and Lium name a region by its country ("US", "CZ"), and
+		// so does Prime Intellect in v8 (the place moved to its
+		// AvailabilityZone column): any new one is its own country,
+		// without waiting for the table.
 		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
 			return cc
 		}

@@ -38,6 +38,8 @@ func TestCountryOf(t *testing.T) {
 		{"seeweb", "it-fr2", "IT"},
 		{"simplepod", "North America-CA", "CA"},
 		{"mithril", "us-central3-a", "US"},
+		{"mithril", "us-central2-b", "US"},
+		{"primeintellect", "IS", "IS"},
 		{"lium", "HK", "HK"},
 		{"spheron", "oslo-norway-3", "NO"},
 		{"spheron", "Finland 3", "FI"},
