@@ -52,6 +52,7 @@ func TestCountryOf(t *testing.T) {
 		{"oci", "af-casablanca-1", "MA"},
 		{"azure", "brazilsoutheast", "BR"},
 		{"azure", "usgovvirginia", "US"},
+		{"aws", "ap-southeast-6", "NZ"},
 		{"aws", "mars-north-1", ""},
 		{"nobody", "us-east-1", ""},
 		{"", "", ""},
