@@ -19,12 +19,17 @@ import (
 )
 
 // SkyPilot publishes its catalogs as one vms.csv per cloud under a schema
-// version; these are the values of HOSTED_CATALOG_DIR_URL and
-// CATALOG_SCHEMA_VERSION in SkyPilot's sky/catalog/constants.py, which its
-// own client refreshes from every few hours.
+// version; these are the values of HOSTED_CATALOG_DIR_URL,
+// HOSTED_CATALOG_DIR_URL_S3_MIRROR and CATALOG_SCHEMA_VERSION in SkyPilot's
+// sky/skylet/constants.py, which its own client refreshes from every few
+// hours. A schema version is a column layout: v8 files are what the
+// embedded snapshot holds and what the reader is tested on.
 const (
 	SkyPilotCatalogURL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs"
-	SkyPilotSchema     = "v7"
+	// SkyPilotMirrorURL holds the same files; SkyPilot's client falls back
+	// to it, and so does an update that uses the default host.
+	SkyPilotMirrorURL = "https://skypilot-catalog.s3.us-east-1.amazonaws.com/catalogs"
+	SkyPilotSchema    = "v8"
 	// AzureRetailURL is Azure's public Retail Prices API: no key, paged
 	// answers linked by NextPageLink.
 	AzureRetailURL = "https://prices.azure.com/api/retail/prices"
@@ -37,11 +42,15 @@ const (
 	maxAzurePages = 500
 )
 
-// SkyPilotClouds are the clouds with a vms.csv under catalogs/v7 of
+// SkyPilotClouds are the clouds with a vms.csv under catalogs/v8 of
 // skypilot-org/skypilot-catalog. Azure is fetched from its own price API
-// instead, which is fresher than SkyPilot's copy of it.
-var SkyPilotClouds = []string{"aws", "cudo", "gcp", "hyperbolic", "lambda", "mithril", "nebius",
-	"primeintellect", "runpod", "seeweb", "shadeform", "simplepod", "vast"}
+// instead, which is fresher than SkyPilot's copy of it (and v8 has no
+// azure/vms.csv). Left out: kubernetes and slurm, which publish no
+// vms.csv (slurm has a pricing.csv of another layout), and simplepod,
+// whose file is in v7 only.
+var SkyPilotClouds = []string{"aws", "cudo", "daytona", "gcp", "hyperbolic", "hyperstack", "jarvislabs",
+	"lambda", "lium", "mithril", "nebius", "oci", "primeintellect", "runpod", "seeweb", "shadeform",
+	"spheron", "vast", "verda", "yotta"}
 
 // Azure is the source name of the Azure Retail Prices download.
 const Azure = "azure"
@@ -87,8 +96,12 @@ type Fetcher struct {
 	Client *http.Client
 	// Dir is the catalogs folder, DATA_DIR/catalogs.
 	Dir string
-	// BaseURL holds <cloud>/vms.csv; SkyPilotCatalogURL/SkyPilotSchema by default.
+	// BaseURL holds <cloud>/vms.csv; DefaultBaseURL() when empty.
 	BaseURL string
+	// MirrorURL holds the same files and is tried when BaseURL fails;
+	// DefaultMirrorURL() when BaseURL is empty too, none when BaseURL is
+	// set: a host the user named is not second-guessed.
+	MirrorURL string
 	// AzureURL is the Retail Prices endpoint; AzureRetailURL by default.
 	AzureURL string
 	Now      func() time.Time
@@ -98,6 +111,10 @@ type Fetcher struct {
 
 // DefaultBaseURL is where `catalog update` fetches SkyPilot files from.
 func DefaultBaseURL() string { return SkyPilotCatalogURL + "/" + SkyPilotSchema }
+
+// DefaultMirrorURL is where `catalog update` fetches SkyPilot files from
+// when DefaultBaseURL fails.
+func DefaultMirrorURL() string { return SkyPilotMirrorURL + "/" + SkyPilotSchema }
 
 // Update fetches each named source ("azure" or a SkyPilot cloud) and
 // stores what changed. A source that fails keeps its previous file; the
@@ -144,12 +161,31 @@ func (f *Fetcher) maxBytes() int64 {
 	return MaxFetchBytes
 }
 
-// fetchSkyPilot downloads BASE/<cloud>/vms.csv with a conditional request.
+// fetchSkyPilot downloads <cloud>/vms.csv from the base URL, or from the
+// mirror when the base fails: a host that is down or rate-limits must not
+// leave the prices stale while the same file is published elsewhere.
 func (f *Fetcher) fetchSkyPilot(ctx context.Context, cloud string) FetchResult {
-	base := f.BaseURL
+	base, mirror := f.BaseURL, f.MirrorURL
 	if base == "" {
 		base = DefaultBaseURL()
+		if mirror == "" {
+			mirror = DefaultMirrorURL()
+		}
 	}
+	r := f.fetchSkyPilotFrom(ctx, cloud, base)
+	if r.Status != "failed" || mirror == "" || ctx.Err() != nil {
+		return r
+	}
+	m := f.fetchSkyPilotFrom(ctx, cloud, mirror)
+	if m.Status == "failed" {
+		m.Error = r.Error + "; mirror: " + m.Error
+	}
+	return m
+}
+
+// fetchSkyPilotFrom downloads BASE/<cloud>/vms.csv with a conditional
+// request.
+func (f *Fetcher) fetchSkyPilotFrom(ctx context.Context, cloud, base string) FetchResult {
 	u := strings.TrimRight(base, "/") + "/" + cloud + "/vms.csv"
 	r := FetchResult{Cloud: cloud, URL: u}
 	fail := func(err error) FetchResult {

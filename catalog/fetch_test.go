@@ -36,8 +36,8 @@ func newCatalogServer(t testing.TB) *catalogServer {
 	cs := &catalogServer{override: map[string][]byte{}}
 	modTime := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/catalogs/v7/", func(w http.ResponseWriter, r *http.Request) {
-		cloud, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/catalogs/v7/"), "/")
+	mux.HandleFunc("/catalogs/v8/", func(w http.ResponseWriter, r *http.Request) {
+		cloud, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/catalogs/v8/"), "/")
 		cs.mu.Lock()
 		cs.requests++
 		if r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Modified-Since") != "" {
@@ -103,7 +103,7 @@ func (cs *catalogServer) counts() (requests, conditional, body int) {
 }
 
 func (cs *catalogServer) fetcher(dir string, now time.Time) *Fetcher {
-	return &Fetcher{Dir: dir, BaseURL: cs.URL + "/catalogs/v7", AzureURL: cs.URL + "/api/retail/prices",
+	return &Fetcher{Dir: dir, BaseURL: cs.URL + "/catalogs/v8", AzureURL: cs.URL + "/api/retail/prices",
 		Now: func() time.Time { return now }}
 }
 
@@ -254,14 +254,17 @@ func TestAzureOffers(t *testing.T) {
 		}
 	}
 	// Windows, Low Priority and Reservation meters are left out; both
-	// pages are read.
+	// pages are read. The prices are SkyPilot's recorded Azure prices
+	// (testdata/published/README.md); H100 has no spot meter there.
 	want := []row{
-		{"eastus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "US", "3.673", "0.7346"},
+		{"centralus", "Standard_NC4as_T4_v3", "T4", "US", "0.594", "0.06534"},
+		{"eastus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "US", "3.673", "0.444433"},
 		{"eastus", "Standard_NC40ads_H100_v5", "H100-NVL", "US", "6.98", "0"},
-		{"eastus", "Standard_NC4as_T4_v3", "T4", "US", "0.526", "0.0526"},
-		{"germanywestcentral", "Standard_NC4as_T4_v3", "T4", "DE", "0.578", "0"},
-		{"swedencentral", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "SE", "3.82", "0"},
-		{"westeurope", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "NL", "4.041", "0.8082"},
+		{"eastus", "Standard_NC4as_T4_v3", "T4", "US", "0.526", "0.062699"},
+		{"eastus", "Standard_ND96amsr_A100_v4", "A100-80GB-SXM", "US", "32.77", "3.6047"},
+		{"eastus2", "Standard_NV36ads_A10_v5", "A10", "US", "3.2", "0.8"},
+		{"southcentralus", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "US", "4.408", "0"},
+		{"westus2", "Standard_NC24ads_A100_v4", "A100-80GB-PCIe", "US", "3.673", "0.615962"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d offers %v, want %d", len(got), got, len(want))
@@ -335,4 +338,54 @@ func containsWarning(ws []string, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestMirrorWhenBaseFails: a base host that answers 503 or does not answer
+// is replaced by the mirror for that file; when both fail, both errors are
+// named and nothing is stored.
+func TestMirrorWhenBaseFails(t *testing.T) {
+	cs := newCatalogServer(t)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "rate limited", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	dir := t.TempDir()
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	f := &Fetcher{Dir: dir, BaseURL: down.URL + "/catalogs/v8", MirrorURL: cs.URL + "/catalogs/v8",
+		Now: func() time.Time { return now }}
+	rs := f.Update(context.Background(), []string{"lambda"})
+	if len(rs) != 1 || rs[0].Status != "updated" || !strings.HasPrefix(rs[0].URL, cs.URL) {
+		t.Fatalf("results %+v, want lambda updated from the mirror", rs)
+	}
+	src, err := readSource(dir, "lambda")
+	if err != nil || !strings.HasPrefix(src.URL, cs.URL) {
+		t.Fatalf("source.json %+v (%v), want the mirror's URL recorded", src, err)
+	}
+
+	f.MirrorURL = "http://127.0.0.1:1/catalogs/v8"
+	rs = f.Update(context.Background(), []string{"nebius"})
+	if rs[0].Status != "failed" || !strings.Contains(rs[0].Error, "503") || !strings.Contains(rs[0].Error, "mirror: ") {
+		t.Errorf("result %+v, want failed naming the base's 503 and the mirror's error", rs[0])
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nebius", "vms.csv")); err == nil {
+		t.Error("a failed fetch stored a file")
+	}
+
+	// A base URL the user named has no mirror unless one is given.
+	f.MirrorURL = ""
+	if rs = f.Update(context.Background(), []string{"nebius"}); strings.Contains(rs[0].Error, "mirror") {
+		t.Errorf("result %+v: a mirror was tried though none was set", rs[0])
+	}
+}
+
+func TestDefaultURLs(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{DefaultBaseURL(), "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v8"},
+		{DefaultMirrorURL(), "https://skypilot-catalog.s3.us-east-1.amazonaws.com/catalogs/v8"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %s, want %s", tt.got, tt.want)
+		}
+	}
 }

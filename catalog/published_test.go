@@ -22,7 +22,9 @@ func TestEveryFixtureRegionHasACountry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		offers, warns, err := ReadOffers(name, f)
+		// The provider comes from the folder, as `catalog update` and the
+		// loader give it: a cloud new to v8 need not be known by name.
+		offers, warns, err := ReadOffersAs(name, filepath.Base(filepath.Dir(name)), f)
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -33,7 +35,8 @@ func TestEveryFixtureRegionHasACountry(t *testing.T) {
 			}
 		}
 		for _, w := range warns {
-			if strings.Contains(w, "not in the region table") && !strings.Contains(w, "1 region of primeintellect is not") {
+			if strings.Contains(w, "not in the region table") && !strings.Contains(w, "1 region of primeintellect is not") &&
+				!strings.Contains(w, "1 region of daytona is not") {
 				t.Errorf("%s: %s", name, w)
 			}
 		}
@@ -41,9 +44,11 @@ func TestEveryFixtureRegionHasACountry(t *testing.T) {
 }
 
 // unplaceable are regions a catalog gives that name no place: Prime
-// Intellect's UNSPECIFIED is a marketplace pool. They stay without a
-// country, and the reader names them in a warning.
-var unplaceable = map[string]bool{"primeintellect/UNSPECIFIED": true}
+// Intellect's UNSPECIFIED is a marketplace pool, Daytona's GPU sizes are
+// all in "earth" (its CPU sizes say "us" or "eu", a union, not a
+// country). They stay without a country, and the reader names them in a
+// warning.
+var unplaceable = map[string]bool{"primeintellect/UNSPECIFIED": true, "daytona/earth": true, "daytona/eu": true}
 
 func TestUnknownRegionIsNamed(t *testing.T) {
 	csv := "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\r\n" +
@@ -167,5 +172,95 @@ func TestPrimeIntellect(t *testing.T) {
 	}
 	if !containsWarning(warns, "(UNSPECIFIED)") {
 		t.Errorf("warnings %q, want UNSPECIFIED named", warns)
+	}
+}
+
+// TestV8Clouds reads one real row of each cloud new to schema v8 through
+// the path `catalog update` takes (the provider given by the folder): its
+// columns land where they belong, whatever order the file puts them in.
+func TestV8Clouds(t *testing.T) {
+	type row struct {
+		region, country, gpu string
+		vramTotal            float64
+		onDemand, spot       string
+	}
+	tests := []struct {
+		cloud, instance string
+		want            row
+	}{
+		// Price before SpotPrice before Region.
+		{"daytona", "8x-H100", row{"earth", "", "H100-SXM", 640, "47.7856", "27.52"}},
+		// GpuInfo before Price; no spot.
+		{"hyperstack", "n3-A100x1", row{"CANADA-1", "CA", "A100-80GB-PCIe", 80, "1.35", "0"}},
+		// Price last, after an empty SpotPrice.
+		{"jarvislabs", "1x_H200_28V_300G", row{"IN2", "IN", "H200", 141, "4.59", "0"}},
+		// The region is the country code.
+		{"lium", "H200_1x", row{"PT", "PT", "H200", 141, "3.9", "0"}},
+		{"oci", "BM.GPU.H100.8", row{"af-casablanca-1", "MA", "H100-SXM", 640, "80", "0"}},
+		// Extra columns (Provider, OperatingSystem, SpheronInstanceType) and
+		// a spot-only row.
+		{"spheron", "n3-A100x1-spot__CANADA-1", row{"CANADA-1", "CA", "A100-80GB-PCIe", 80, "0", "1.1476"}},
+		{"spheron", "H100_677dc00033f3247083221e73_paris-france-1", row{"paris-france-1", "FR", "H100-PCIe", 80, "4.0656", "0"}},
+		// UpstreamCloudId, GPU columns after the memory.
+		{"verda", "1H100.80S.32V", row{"FIN-02", "FI", "H100-SXM", 80, "2.29", "0.8015"}},
+		// No newline after the last row, as published.
+		{"yotta", "2x60v230g_NVIDIA_GeForce_RTX_5090_32G_SECURE", row{"us-central-2", "US", "RTX-5090", 64, "1.3", "0"}},
+	}
+	got := map[string]map[string]row{}
+	for _, tt := range tests {
+		if got[tt.cloud] != nil {
+			continue
+		}
+		name := filepath.Join("testdata", "published", tt.cloud, "vms.csv")
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers, _, err := ReadOffersAs(name, tt.cloud, f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got[tt.cloud] = map[string]row{}
+		for _, o := range offers {
+			got[tt.cloud][o.Instance] = row{o.Region, o.Country, o.GPU, o.VRAMGB(), o.OnDemandHourly.String(), o.SpotHourly.String()}
+		}
+	}
+	for _, tt := range tests {
+		g, ok := got[tt.cloud][tt.instance]
+		if !ok {
+			t.Errorf("%s: no offer %s", tt.cloud, tt.instance)
+			continue
+		}
+		if g != tt.want {
+			t.Errorf("%s %s = %+v, want %+v", tt.cloud, tt.instance, g, tt.want)
+		}
+	}
+}
+
+// TestPrimeIntellectV8: v8 moved Prime Intellect's place out of Region
+// ("US - us-midwest-1" in v7) into AvailabilityZone, leaving the country
+// code in Region. Real rows of catalogs/v8/primeintellect/vms.csv (commit
+// d9a304ea01e96cd4a043159c60d9326d8de4cf0f), a zone that is a UUID included.
+func TestPrimeIntellectV8(t *testing.T) {
+	csv := "InstanceType,UpstreamCloudId,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice\n" +
+		`lambdalabs__8xA100_80GB__240__1800,gpu_8x_a100_80gb_sxm4,240.0,1800,A100-80GB,8.0,"{""Gpus"":[{""Name"":""A100-80GB"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",US,us-midwest-1,14.32,` + "\n" +
+		`datacrunch__8xH100_80GB__176__1480__SPOT,8H100.80S.176V_SPOT,176.0,1480,H100,8.0,"{""Gpus"":[{""Name"":""H100"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",IS,ICE-01,,6.84` + "\n" +
+		`latitude__8xA100_80GB__128__1536,g3-a100-large,128.0,1536,A100-80GB,8.0,"{""Gpus"":[{""Name"":""A100-80GB"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",DE,FRA,8.28,` + "\n" +
+		`dc_roan__8xH100_80GB__104__1024,h100-sxm5-80gb_eth,104.0,1024,H100,8.0,"{""Gpus"":[{""Name"":""H100"",""Count"":8,""MemoryInfo"":{""SizeInMiB"":655360}}],""TotalGpuMemoryInMiB"":5242880}",US,a3111bd4-550a-47d0-838a-0a52bff2ae3f,15.92,` + "\n"
+	offers, warns, err := ReadOffersAs("primeintellect/vms.csv", "primeintellect", strings.NewReader(csv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offers) != 4 {
+		t.Fatalf("got %d offers, want 4: %+v", len(offers), offers)
+	}
+	for _, o := range offers {
+		if o.Country == "" || o.Country != strings.ToUpper(o.Region[:2]) {
+			t.Errorf("%s %s: country %q, want the Region's code", o.Instance, o.Region, o.Country)
+		}
+	}
+	if containsWarning(warns, "not in the region table") {
+		t.Errorf("warnings %q: a country-code region was not placed", warns)
 	}
 }

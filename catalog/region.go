@@ -49,9 +49,11 @@ func CountryOf(provider, region string) string {
 		return c
 	}
 	switch p {
-	case "runpod":
-		// RunPod names a region by its country ("US", "CZ"): any new one
-		// is its own country, without waiting for the table.
+	case "runpod", "lium", "primeintellect":
+		// RunPod and Lium name a region by its country ("US", "CZ"), and
+		// so does Prime Intellect in v8 (the place moved to its
+		// AvailabilityZone column): any new one is its own country,
+		// without waiting for the table.
 		if cc := strings.ToUpper(strings.TrimSpace(region)); isCountryCode(cc) {
 			return cc
 		}
@@ -62,9 +64,10 @@ func CountryOf(provider, region string) string {
 				return cc
 			}
 		}
-	case "shadeform":
-		// Shadeform writes city-country-N ("kansascity-usa-2",
-		// "helsinki-finland-4") for the clouds it resells.
+	case "shadeform", "spheron":
+		// Shadeform and Spheron write city-country-N ("kansascity-usa-2",
+		// "helsinki-finland-4") for the clouds they resell; Spheron's
+		// other regions ("Finland 3", "CANADA-1") are in the table.
 		parts := strings.Split(strings.ToLower(strings.TrimSpace(region)), "-")
 		if len(parts) >= 3 {
 			return countryWords[parts[len(parts)-2]]

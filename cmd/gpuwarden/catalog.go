@@ -55,6 +55,9 @@ file is limited to 64 MiB.
 
 The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilotSchema + `:
 ` + catalog.DefaultBaseURL() + `
+and a file it cannot serve is fetched from SkyPilot's mirror instead:
+` + catalog.DefaultMirrorURL() + `
+A --from BASE_URL is used alone.
 
 ` + exitCodes("0  every source was fetched or is unchanged",
 			"2  bad usage: an unknown cloud, a bad flag",
@@ -62,7 +65,7 @@ The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilo
 			"4  internal error"),
 		Example: `  gpuwarden catalog update
   gpuwarden catalog update --cloud lambda --cloud azure --data-dir ~/.local/state/gpuwarden
-  gpuwarden catalog update --from http://mirror.internal/catalogs/v7 -o json`,
+  gpuwarden catalog update --from http://mirror.internal/catalogs/v8 -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := outputFormat(output, "table", "json"); err != nil {
@@ -78,6 +81,9 @@ The default BASE_URL is SkyPilot's published catalog, schema ` + catalog.SkyPilo
 				}
 			}
 			f := &catalog.Fetcher{Dir: filepath.Join(dataDir, "catalogs"), BaseURL: from, AzureURL: azureURL, Now: a.now}
+			if !cmd.Flags().Changed("from") {
+				f.MirrorURL = catalog.DefaultMirrorURL()
+			}
 			ctx := cmd.Context()
 			if timeout > 0 {
 				var cancel func()

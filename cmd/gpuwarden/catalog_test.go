@@ -30,8 +30,8 @@ func newPublishedServer(t *testing.T) *publishedServer {
 	ps := &publishedServer{}
 	mod := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/catalogs/v7/", func(w http.ResponseWriter, r *http.Request) {
-		rel := strings.TrimPrefix(r.URL.Path, "/catalogs/v7/")
+	mux.HandleFunc("/catalogs/v8/", func(w http.ResponseWriter, r *http.Request) {
+		rel := strings.TrimPrefix(r.URL.Path, "/catalogs/v8/")
 		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 		if err != nil || strings.Contains(rel, "..") {
 			http.NotFound(w, r)
@@ -94,7 +94,7 @@ func TestCatalogUpdateThenPlan(t *testing.T) {
 	ps := newPublishedServer(t)
 	root := repoRoot(t)
 	data := t.TempDir()
-	update := []string{"catalog", "update", "--data-dir", data, "--from", ps.URL + "/catalogs/v7",
+	update := []string{"catalog", "update", "--data-dir", data, "--from", ps.URL + "/catalogs/v8",
 		"--azure-url", ps.URL + "/api/retail/prices", "--cloud", "lambda,hyperbolic,runpod,nebius", "-o", "json"}
 
 	r := gw(t, root, append(update, "--cloud", "azure")...)
@@ -213,7 +213,7 @@ func TestCatalogUpdateFailures(t *testing.T) {
 		{"unreachable", []string{"--from", url, "--cloud", "lambda"}, 3, "1 of 1 sources could not be fetched"},
 		{"unknown cloud", []string{"--cloud", "nimbus"}, 2, `"nimbus" is not a published catalog`},
 		{"bad output", []string{"-o", "xml"}, 2, "unknown format"},
-		{"bad base URL", []string{"--from", "catalogs/v7"}, 2, `--from: "catalogs/v7" is not an http(s) URL`},
+		{"bad base URL", []string{"--from", "catalogs/v8"}, 2, `--from: "catalogs/v8" is not an http(s) URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
