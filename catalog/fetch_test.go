@@ -3,107 +3,31 @@ package catalog
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden/catalog/catalogtest"
 )
 
 // publishedClouds are the real SkyPilot files kept in testdata/published.
 var publishedClouds = []string{"hyperbolic", "lambda", "nebius", "runpod"}
 
-// catalogServer serves testdata/published as SkyPilot's catalog host does
-// (ETag, Last-Modified, 304 on a match) and the recorded Azure Retail
-// Prices pages, counting what it sends.
-type catalogServer struct {
-	*httptest.Server
-	mu          sync.Mutex
-	requests    int
-	conditional int
-	bodyBytes   int
-	// override replaces a cloud's file, to model a change or a broken file.
-	override map[string][]byte
-}
+// catalogServer is catalogtest's server over testdata/published, with a
+// Fetcher pointed at it.
+type catalogServer struct{ *catalogtest.Server }
 
-func newCatalogServer(t testing.TB) *catalogServer {
+func newCatalogServer(t testing.TB) catalogServer {
 	t.Helper()
-	cs := &catalogServer{override: map[string][]byte{}}
-	modTime := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/catalogs/v8/", func(w http.ResponseWriter, r *http.Request) {
-		cloud, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/catalogs/v8/"), "/")
-		cs.mu.Lock()
-		cs.requests++
-		if r.Header.Get("If-None-Match") != "" || r.Header.Get("If-Modified-Since") != "" {
-			cs.conditional++
-		}
-		body, ok := cs.override[cloud]
-		cs.mu.Unlock()
-		if !ok {
-			var err error
-			if body, err = os.ReadFile(filepath.Join("testdata", "published", cloud, file)); err != nil {
-				http.NotFound(w, r)
-				return
-			}
-		}
-		h := sha256.Sum256(body)
-		w.Header().Set("ETag", `"`+hex.EncodeToString(h[:8])+`"`)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		cw := &countingWriter{ResponseWriter: w}
-		http.ServeContent(cw, r, file, modTime, bytes.NewReader(body))
-		cs.mu.Lock()
-		cs.bodyBytes += cw.n
-		cs.mu.Unlock()
-	})
-	mux.HandleFunc("/api/retail/prices", func(w http.ResponseWriter, r *http.Request) {
-		if !strings.Contains(r.URL.Query().Get("$filter"), "serviceName eq 'Virtual Machines'") {
-			http.Error(w, "bad filter", http.StatusBadRequest)
-			return
-		}
-		page := "page1.json"
-		if r.URL.Query().Get("$skip") != "" {
-			page = "page2.json"
-		}
-		b, err := os.ReadFile(filepath.Join("testdata", "published", "azure", page))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		// The recorded answer links to the public host; point it here.
-		b = bytes.ReplaceAll(b, []byte("https://prices.azure.com"), []byte(cs.URL))
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(b)
-	})
-	cs.Server = httptest.NewServer(mux)
-	t.Cleanup(cs.Close)
-	return cs
+	return catalogServer{catalogtest.New(t, filepath.Join("testdata", "published"))}
 }
 
-type countingWriter struct {
-	http.ResponseWriter
-	n int
-}
-
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(b)
-	c.n += n
-	return n, err
-}
-
-func (cs *catalogServer) counts() (requests, conditional, body int) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.requests, cs.conditional, cs.bodyBytes
-}
-
-func (cs *catalogServer) fetcher(dir string, now time.Time) *Fetcher {
-	return &Fetcher{Dir: dir, BaseURL: cs.URL + "/catalogs/v8", AzureURL: cs.URL + "/api/retail/prices",
+func (cs catalogServer) fetcher(dir string, now time.Time) *Fetcher {
+	return &Fetcher{Dir: dir, BaseURL: cs.BaseURL(), AzureURL: cs.AzureURL(),
 		Now: func() time.Time { return now }}
 }
 
@@ -129,7 +53,7 @@ func TestUpdateThenConditional(t *testing.T) {
 			t.Errorf("first update of %s: %s, want updated", cloud, st)
 		}
 	}
-	_, _, firstBytes := cs.counts()
+	_, _, firstBytes := cs.Counts()
 	if firstBytes == 0 {
 		t.Fatal("the first update downloaded nothing")
 	}
@@ -153,7 +77,7 @@ func TestUpdateThenConditional(t *testing.T) {
 			t.Errorf("second update of %s: %s, want unchanged", cloud, st)
 		}
 	}
-	req, cond, bodyBytes := cs.counts()
+	req, cond, bodyBytes := cs.Counts()
 	if cond != len(publishedClouds) {
 		t.Errorf("%d conditional requests, want %d (one per cloud)", cond, len(publishedClouds))
 	}
@@ -193,9 +117,7 @@ func TestUpdateKeepsGoodFileOnFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cs.mu.Lock()
-			cs.override["lambda"] = tt.body
-			cs.mu.Unlock()
+			cs.Override("lambda", tt.body)
 			f := cs.fetcher(dir, now.Add(time.Hour))
 			f.MaxBytes = tt.max
 			got := statuses(f.Update(context.Background(), []string{"lambda"}))["lambda"]
@@ -351,7 +273,7 @@ func TestMirrorWhenBaseFails(t *testing.T) {
 	defer down.Close()
 	dir := t.TempDir()
 	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
-	f := &Fetcher{Dir: dir, BaseURL: down.URL + "/catalogs/v8", MirrorURL: cs.URL + "/catalogs/v8",
+	f := &Fetcher{Dir: dir, BaseURL: down.URL + "/catalogs/v8", MirrorURL: cs.BaseURL(),
 		Now: func() time.Time { return now }}
 	rs := f.Update(context.Background(), []string{"lambda"})
 	if len(rs) != 1 || rs[0].Status != "updated" || !strings.HasPrefix(rs[0].URL, cs.URL) {

@@ -78,7 +78,7 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		// A box that never ran `catalog update` prices with the snapshot as
 		// it always has (its own age check warns once it is old); one whose
 		// update left nothing usable is told, since it expected downloads.
-		if _, err := os.Stat(opt.StoreDir); err == nil && len(cat.Sources) == 0 && opt.Embedded {
+		if len(cat.Sources) == 0 && opt.Embedded && dirExists(opt.StoreDir) {
 			storedWarns = append(storedWarns, fmt.Sprintf("no downloaded catalog in %s: prices are the embedded snapshot; run `gpuwarden catalog update` for fresh ones", opt.StoreDir))
 		}
 	}
@@ -166,4 +166,9 @@ func readFile(name string) ([]gpuwarden.Offer, []string, error) {
 			Hint: "check the path of the price file given with --catalog"}
 	}
 	return readOffersHint(name, "", bytes.NewReader(raw), bytes.Count(raw, []byte{'\n'})+1)
+}
+
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
 }

@@ -425,9 +425,6 @@ func (s *Sim) Health(ctx context.Context, i int) (gpuwarden.Health, error) {
 		h.XIDSources[1] = gpuwarden.XIDSource{Name: gpuwarden.XIDSourceNVMLEvents, Reason: "nvmlDeviceRegisterEvents: not supported (simulated)"}
 	}
 	h.Counters = s.counters(h)
-	if s.spec.MIG > 0 {
-		h.Counters.RemappedRowsCorrectable, h.Counters.RemappedRowsUncorrectable = nil, nil
-	}
 	return h, nil
 }
 
@@ -442,6 +439,9 @@ func (s *Sim) counters(h gpuwarden.Health) gpuwarden.ErrorCounters {
 	}
 	c.ECCCorrectedVolatile, c.ECCCorrectedAggregate = n(0), n(0)
 	c.ECCUncorrectedVolatile, c.ECCUncorrectedAggregate = n(h.ECCVolatileUncorrected), n(h.ECCAggregateUncorrected)
+	if s.spec.MIG > 0 {
+		return c // no row remapping counts under MIG, as the remap flags
+	}
 	var remapped uint64
 	if h.RemapPending {
 		remapped = 1

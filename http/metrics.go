@@ -120,6 +120,8 @@ var allDescs = []*prometheus.Desc{
 // of gauges would.
 type statusCollector struct {
 	status func() gpuwarden.AgentStatus
+	// node is the node's identity for gpuwarden_node_info; nil: none.
+	node func() gpuwarden.Node
 }
 
 // Describe sends every descriptor so that the registry checks the collector.
@@ -127,8 +129,10 @@ func (c statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
-	for _, d := range unknownDescs {
-		ch <- d
+	for _, descs := range [][]*prometheus.Desc{unknownDescs, healthDescs, hostDescs} {
+		for _, d := range descs {
+			ch <- d
+		}
 	}
 }
 
@@ -173,6 +177,12 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		known(descGPUProcs, gpuwarden.FieldProcesses, float64(len(t.Processes)))
 	}
 	collectUnknown(ch, st, inventory)
+	node := gpuwarden.Node{}
+	if c.node != nil {
+		node = c.node()
+	}
+	collectHealth(ch, st, inventory, node)
+	collectHostCounters(ch, st.Last.Host.Counters)
 
 	// Before the first tick there is no host reading; absent beats a false 0.
 	if h := st.Last.Host; !st.Last.Time.IsZero() || !h.Time.IsZero() {
@@ -273,9 +283,7 @@ func boolFloat(b bool) float64 {
 func newRegistry(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		statusCollector{status: status},
-		healthCollector{status: status, node: node},
-		hostCounterCollector{status: status},
+		statusCollector{status: status, node: node},
 		buildInfo(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -61,29 +61,12 @@ var healthDescs = []*prometheus.Desc{
 	descRemapPending, descRemapFailed, descRetiredPages, descPCIeReplays, descPodInfo, descNodeInfo,
 }
 
-// healthCollector exports the error counters of the agent's last health
-// reading, the throttle reasons of its last sample and the node's labels.
-type healthCollector struct {
-	status func() gpuwarden.AgentStatus
-	node   func() gpuwarden.Node
-}
-
-// Describe sends every descriptor so that the registry checks the collector.
-func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range healthDescs {
-		ch <- d
-	}
-}
-
-// Collect takes one status snapshot so that all series of a scrape agree.
-func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.status()
+// collectHealth exports the error counters of the agent's last health
+// reading, the throttle reasons of its last sample, the GPUs' pods and the
+// node's labels, from the scrape's one status snapshot.
+func collectHealth(ch chan<- prometheus.Metric, st gpuwarden.AgentStatus, inventory map[int]gpuwarden.GPU, node gpuwarden.Node) {
 	emit := func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, t, v, labels...)
-	}
-	inventory := make(map[int]gpuwarden.GPU, len(st.GPUs))
-	for _, g := range st.GPUs {
-		inventory[g.Index] = g
 	}
 	labelsOf := func(index int) []string {
 		g := inventory[index]
@@ -147,10 +130,6 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 		count(descPCIeReplays, n.PCIeReplays)
 	}
 
-	node := gpuwarden.Node{}
-	if c.node != nil {
-		node = c.node()
-	}
 	lb := node.Labels
 	project := node.Project
 	if project == "" {

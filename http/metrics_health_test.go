@@ -2,7 +2,6 @@ package http
 
 import (
 	"bytes"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -277,35 +276,31 @@ func BenchmarkMetricsScrapeHealth(b *testing.B) {
 	}
 	status := func() gpuwarden.AgentStatus { return st }
 	node := func() gpuwarden.Node { return healthNode }
-	b.Run("full", func(b *testing.B) {
-		srv := NewServer(status, nil, nil)
-		srv.Node = healthNode
-		h := srv.Handler()
-		req := httptest.NewRequest("GET", "http://127.0.0.1:7070/metrics", nil)
-		b.ReportAllocs()
-		for b.Loop() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != 200 {
-				b.Fatalf("status %d", rec.Code)
-			}
-		}
-	})
-	b.Run("health_and_host_only", func(b *testing.B) {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(healthCollector{status: status, node: node}, hostCounterCollector{status: status})
-		b.ReportAllocs()
-		for b.Loop() {
-			mfs, err := reg.Gather()
-			if err != nil {
-				b.Fatal(err)
-			}
-			var buf bytes.Buffer
-			for _, mf := range mfs {
-				if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	})
+	srv := NewServer(status, nil, nil)
+	srv.Node = healthNode
+	b.Run("full", func(b *testing.B) { benchScrape(b, srv.Handler()) })
+	b.Run("health_and_host_only", func(b *testing.B) { benchGather(b, healthOnly{status: status, node: node}) })
+}
+
+// healthOnly collects only the health and host-counter series, for the
+// benchmark of what they add to a scrape.
+type healthOnly struct {
+	status func() gpuwarden.AgentStatus
+	node   func() gpuwarden.Node
+}
+
+func (c healthOnly) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range append(slices.Clone(healthDescs), hostDescs...) {
+		ch <- d
+	}
+}
+
+func (c healthOnly) Collect(ch chan<- prometheus.Metric) {
+	st := c.status()
+	inventory := map[int]gpuwarden.GPU{}
+	for _, g := range st.GPUs {
+		inventory[g.Index] = g
+	}
+	collectHealth(ch, st, inventory, c.node())
+	collectHostCounters(ch, st.Last.Host.Counters)
 }

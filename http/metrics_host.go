@@ -25,22 +25,9 @@ var (
 
 var hostDescs = []*prometheus.Desc{descHostCPUSeconds, descHostDiskReadTotal, descHostDiskWrittenTotal, descHostNetRxTotal, descHostNetTxTotal}
 
-// hostCounterCollector exports the last host sample's counters; before the
+// collectHostCounters exports the last host sample's counters; before the
 // first sample, and for what /proc does not expose, there is no series.
-type hostCounterCollector struct {
-	status func() gpuwarden.AgentStatus
-}
-
-// Describe sends every descriptor so that the registry checks the collector.
-func (c hostCounterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range hostDescs {
-		ch <- d
-	}
-}
-
-// Collect reads one status snapshot.
-func (c hostCounterCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.status().Last.Host.Counters
+func collectHostCounters(ch chan<- prometheus.Metric, n *gpuwarden.HostCounters) {
 	if n == nil {
 		return
 	}

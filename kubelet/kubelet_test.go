@@ -12,53 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/kubelet/kubelettest"
 )
-
-// lister is a PodResourcesLister server from the kubelet's published
-// proto, answering List with resp or err, after delay.
-type lister struct {
-	podresources.UnimplementedPodResourcesListerServer
-	resp  *podresources.ListPodResourcesResponse
-	err   error
-	delay time.Duration
-}
-
-func (l *lister) List(ctx context.Context, _ *podresources.ListPodResourcesRequest) (*podresources.ListPodResourcesResponse, error) {
-	select {
-	case <-time.After(l.delay):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return l.resp, l.err
-}
-
-// serve runs a real gRPC server for l on a unix socket in a fresh short
-// directory (a socket path must fit in 108 bytes) and returns the path.
-func serve(t testing.TB, l *lister) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "kl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "kubelet.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresources.RegisterPodResourcesListerServer(srv, l)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return sock
-}
 
 func container(name string, devs ...*podresources.ContainerDevices) *podresources.ContainerResources {
 	return &podresources.ContainerResources{Name: name, Devices: devs}
@@ -95,7 +56,7 @@ var node = &podresources.ListPodResourcesResponse{PodResources: []*podresources.
 }}
 
 func TestAttribution(t *testing.T) {
-	sock := serve(t, &lister{resp: node})
+	sock := kubelettest.Serve(t, &kubelettest.Lister{Resp: node})
 	got, err := Attribution(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +77,7 @@ func TestAttribution(t *testing.T) {
 }
 
 func TestAttributionEmptyNode(t *testing.T) {
-	got, err := Attribution(context.Background(), serve(t, &lister{resp: &podresources.ListPodResourcesResponse{}}))
+	got, err := Attribution(context.Background(), kubelettest.Serve(t, &kubelettest.Lister{Resp: &podresources.ListPodResourcesResponse{}}))
 	if err != nil || len(got) != 0 {
 		t.Errorf("got %v, %v; want nothing, no error", got, err)
 	}
@@ -148,10 +109,10 @@ func TestAttributionFailures(t *testing.T) {
 		{"a regular file", func(*testing.T) string { return file }, time.Second, false, "is not a socket"},
 		{"nobody listening", func(*testing.T) string { return stale }, 2 * time.Second, false, "list on"},
 		{"the kubelet refuses", func(t *testing.T) string {
-			return serve(t, &lister{err: status.Error(codes.PermissionDenied, "pod resources: denied")})
+			return kubelettest.Serve(t, &kubelettest.Lister{Err: status.Error(codes.PermissionDenied, "pod resources: denied")})
 		}, time.Second, false, "PermissionDenied"},
 		{"the kubelet hangs", func(t *testing.T) string {
-			return serve(t, &lister{resp: node, delay: time.Minute})
+			return kubelettest.Serve(t, &kubelettest.Lister{Resp: node, Delay: time.Minute})
 		}, 300 * time.Millisecond, false, "DeadlineExceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,7 +181,7 @@ func BenchmarkAttribution(b *testing.B) {
 		pod.Containers = []*podresources.ContainerResources{container("main", devs...), container("sidecar")}
 		resp.PodResources = append(resp.PodResources, pod)
 	}
-	sock := serve(b, &lister{resp: resp})
+	sock := kubelettest.Serve(b, &kubelettest.Lister{Resp: resp})
 	b.ReportAllocs()
 	for b.Loop() {
 		got, err := Attribution(context.Background(), sock)

@@ -5,15 +5,17 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// errorCounters reads the counts /metrics exports, in dcgm-exporter's set:
-// ECC single- and double-bit, volatile and aggregate; remapped rows; retired
-// pages; PCIe replays. A query the card does not support leaves its field
-// nil, so that "not reported" never reads as a clean 0. The uncorrected ECC
-// counts are read again here rather than shared with Health's, which do not
-// say whether the driver answered: two more sub-microsecond calls per GPU
-// and tick, well inside the sampling budget.
-func errorCounters(c *call, dev gonvml.Device) gpuwarden.ErrorCounters {
-	var out gpuwarden.ErrorCounters
+// readErrorCounts reads a card's error counts once per health reading and
+// fills both what judges the card (the uncorrected ECC counts, the remap
+// flags, the retired pages of h) and the dcgm-exporter set /metrics exports
+// (h.Counters: ECC single- and double-bit, volatile and aggregate; remapped
+// rows; retired pages; PCIe replays). A query the card does not support
+// leaves its counter nil, so that "not reported" never reads as a clean 0;
+// unknown records why for the fields of h, called while the reason is the
+// failed query's own. Row remapping is NOT_SUPPORTED under MIG (nvml.h), so
+// only there are the remap flags unknown rather than false.
+func readErrorCounts(c *call, dev gonvml.Device, mig bool, h *gpuwarden.Health, unknown func(fields ...string)) {
+	n := &h.Counters
 	count := func(fn string, query func() (uint64, gonvml.Return)) *uint64 {
 		v, ok := get(c, fn, query)
 		if !ok {
@@ -26,19 +28,38 @@ func errorCounters(c *call, dev gonvml.Device) gpuwarden.ErrorCounters {
 			return dev.GetTotalEccErrors(kind, counter)
 		})
 	}
-	out.ECCCorrectedVolatile = ecc(gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC)
-	out.ECCUncorrectedVolatile = ecc(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC)
-	out.ECCCorrectedAggregate = ecc(gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC)
-	out.ECCUncorrectedAggregate = ecc(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC)
-
-	rows, remaps := get(c, "nvmlDeviceGetRemappedRows", func() ([2]uint64, gonvml.Return) {
-		corr, unc, _, _, ret := dev.GetRemappedRows()
-		return [2]uint64{uint64(max(corr, 0)), uint64(max(unc, 0))}, ret
-	})
-	if remaps {
-		out.RemappedRowsCorrectable, out.RemappedRowsUncorrectable = &rows[0], &rows[1]
+	n.ECCCorrectedVolatile = ecc(gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC)
+	// Consumer cards have no ECC: NOT_SUPPORTED leaves the counts unknown,
+	// which is not the same as none.
+	if n.ECCUncorrectedVolatile = ecc(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC); n.ECCUncorrectedVolatile != nil {
+		h.ECCVolatileUncorrected = *n.ECCUncorrectedVolatile
 	} else {
-		// Cards before Ampere retire pages instead of remapping rows.
+		unknown("ecc_volatile_uncorrected")
+	}
+	n.ECCCorrectedAggregate = ecc(gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.AGGREGATE_ECC)
+	if n.ECCUncorrectedAggregate = ecc(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC); n.ECCUncorrectedAggregate != nil {
+		h.ECCAggregateUncorrected = *n.ECCUncorrectedAggregate
+	} else {
+		unknown("ecc_aggregate_uncorrected")
+	}
+
+	type remapReading struct {
+		rows            [2]uint64
+		pending, failed bool
+	}
+	remap, remapped := get(c, "nvmlDeviceGetRemappedRows", func() (remapReading, gonvml.Return) {
+		corr, unc, pending, failed, ret := dev.GetRemappedRows()
+		return remapReading{[2]uint64{uint64(max(corr, 0)), uint64(max(unc, 0))}, pending, failed}, ret
+	})
+	switch {
+	case remapped:
+		h.RemapPending, h.RemapFailed = remap.pending, remap.failed
+		n.RemappedRowsCorrectable, n.RemappedRowsUncorrectable = &remap.rows[0], &remap.rows[1]
+	case mig:
+		unknown("remap_pending", "remap_failed")
+	default:
+		// Cards before Ampere retire pages instead of remapping rows; a
+		// card that remaps rows has nothing to retire.
 		var pages uint64
 		answered := false
 		for _, cause := range []gonvml.PageRetirementCause{
@@ -52,12 +73,11 @@ func errorCounters(c *call, dev gonvml.Device) gpuwarden.ErrorCounters {
 			pages += uint64(len(list))
 		}
 		if answered {
-			out.RetiredPages = &pages
+			h.RetiredPages, n.RetiredPages = int(pages), &pages
 		}
 	}
-	out.PCIeReplays = count("nvmlDeviceGetPcieReplayCounter", func() (uint64, gonvml.Return) {
-		n, ret := dev.GetPcieReplayCounter()
-		return uint64(max(n, 0)), ret
+	n.PCIeReplays = count("nvmlDeviceGetPcieReplayCounter", func() (uint64, gonvml.Return) {
+		v, ret := dev.GetPcieReplayCounter()
+		return uint64(max(v, 0)), ret
 	})
-	return out
 }

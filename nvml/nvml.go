@@ -423,42 +423,7 @@ func (g *GPUs) Health(ctx context.Context, index int) (gpuwarden.Health, error) 
 				h.Unknown[f] = why
 			}
 		}
-		// Consumer cards have no ECC: NOT_SUPPORTED leaves the counts
-		// unknown, which is not the same as none.
-		var ok bool
-		if h.ECCVolatileUncorrected, ok = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
-			return dev.GetTotalEccErrors(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC)
-		}); !ok {
-			unknown("ecc_volatile_uncorrected")
-		}
-		if h.ECCAggregateUncorrected, ok = get(c, "nvmlDeviceGetTotalEccErrors", func() (uint64, gonvml.Return) {
-			return dev.GetTotalEccErrors(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.AGGREGATE_ECC)
-		}); !ok {
-			unknown("ecc_aggregate_uncorrected")
-		}
-		// nvml.h: row remapping is NOT_SUPPORTED on a GPU in MIG mode.
-		remap, remapped := get(c, "nvmlDeviceGetRemappedRows", func() ([2]bool, gonvml.Return) {
-			_, _, pending, failed, ret := dev.GetRemappedRows()
-			return [2]bool{pending, failed}, ret
-		})
-		if !remapped && mig {
-			unknown("remap_pending", "remap_failed")
-		}
-		h.RemapPending, h.RemapFailed = remap[0], remap[1]
-		// Page retirement is what cards before Ampere do instead of row
-		// remapping; a card that remaps rows has nothing to retire.
-		if !remapped {
-			for _, cause := range []gonvml.PageRetirementCause{
-				gonvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
-				gonvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
-			} {
-				pages, _ := get(c, "nvmlDeviceGetRetiredPages", func() ([]uint64, gonvml.Return) {
-					return dev.GetRetiredPages(cause)
-				})
-				h.RetiredPages += len(pages)
-			}
-		}
-		h.Counters = errorCounters(c, dev)
+		readErrorCounts(c, dev, mig, &h, unknown)
 		pci, _ := get(c, "nvmlDeviceGetPciInfo", dev.GetPciInfo)
 		return reading{health: h, bus: busID(pci)}, c.err
 	})

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
+
+	"github.com/gpuwarden/gpuwarden/notify/notifytest"
 )
 
 // hookReceiver is a webhook endpoint on 127.0.0.1 that keeps every body
@@ -69,41 +70,6 @@ func joinBodies(bs [][]byte) string {
 	return strings.Join(s, "\n")
 }
 
-// pagerEvent is an Events API v2 body as PagerDuty documents it.
-type pagerEvent struct {
-	RoutingKey  string `json:"routing_key"`
-	EventAction string `json:"event_action"`
-	DedupKey    string `json:"dedup_key"`
-	Payload     *struct {
-		Summary       string            `json:"summary"`
-		Source        string            `json:"source"`
-		Severity      string            `json:"severity"`
-		CustomDetails map[string]string `json:"custom_details"`
-	} `json:"payload"`
-}
-
-// validPager decodes a body and checks it the way the Events API does.
-func validPager(t *testing.T, b []byte) pagerEvent {
-	t.Helper()
-	var e pagerEvent
-	if err := json.Unmarshal(b, &e); err != nil {
-		t.Fatalf("pagerduty body is not JSON: %v: %s", err, b)
-	}
-	if len(e.RoutingKey) != 32 || !slices.Contains([]string{"trigger", "acknowledge", "resolve"}, e.EventAction) ||
-		len(e.DedupKey) > 255 {
-		t.Fatalf("pagerduty body: routing_key of %d characters, event_action %q, dedup_key of %d: %s",
-			len(e.RoutingKey), e.EventAction, len(e.DedupKey), b)
-	}
-	if e.EventAction == "trigger" {
-		p := e.Payload
-		if p == nil || p.Summary == "" || utf8.RuneCountInString(p.Summary) > 1024 || p.Source == "" ||
-			!slices.Contains([]string{"critical", "error", "warning", "info"}, p.Severity) {
-			t.Fatalf("pagerduty trigger payload invalid: %s", b)
-		}
-	}
-	return e
-}
-
 // TestUpPagesAndResolvesAnIdleEpisode runs the real agent against a
 // PagerDuty-format receiver on loopback: an idle box in a dry run
 // triggers (warning, then the would-be stop), a job starting ends the
@@ -116,16 +82,16 @@ func TestUpPagesAndResolvesAnIdleEpisode(t *testing.T) {
 		"--rate", "2.50", "--label", "owner=ana,provider=aws,region=eu-west-1", "--instance-id", "i-0abc123",
 		"--webhook", srv.URL+"/v2/enqueue?routing_key="+key, "--webhook-format", "pagerduty")
 
-	triggers := map[string]pagerEvent{}
+	triggers := map[string]notifytest.PagerDutyEvent{}
 	rec.waitFor(t, p, 20*time.Second, func(bs [][]byte) bool {
 		for _, b := range bs {
-			if e := validPager(t, b); e.EventAction == "trigger" {
+			if e := notifytest.CheckPagerDuty(t, b); e.EventAction == "trigger" {
 				triggers[e.Payload.CustomDetails["key"]] = e
 			}
 		}
 		return len(triggers) >= 2
 	})
-	var stop pagerEvent
+	var stop notifytest.PagerDutyEvent
 	for k, e := range triggers {
 		if strings.HasPrefix(k, "idle-stop-") {
 			stop = e
@@ -148,7 +114,7 @@ func TestUpPagesAndResolvesAnIdleEpisode(t *testing.T) {
 	got := rec.waitFor(t, p, 20*time.Second, func(bs [][]byte) bool {
 		n := 0
 		for _, b := range bs {
-			if validPager(t, b).EventAction == "resolve" {
+			if notifytest.CheckPagerDuty(t, b).EventAction == "resolve" {
 				n++
 			}
 		}
@@ -156,7 +122,7 @@ func TestUpPagesAndResolvesAnIdleEpisode(t *testing.T) {
 	})
 	resolved := map[string]bool{}
 	for _, b := range got {
-		if e := validPager(t, b); e.EventAction == "resolve" {
+		if e := notifytest.CheckPagerDuty(t, b); e.EventAction == "resolve" {
 			resolved[e.DedupKey] = true
 		}
 	}
@@ -175,32 +141,10 @@ func TestUpPostsAnAdaptiveCard(t *testing.T) {
 	p := startUp(t, dir, "--simulate", "1xH100,load=0", "--idle-window", "2s", "--dry-run", "--ignore-sessions",
 		"--webhook", srv.URL+"/workflows/abc/triggers/manual/paths/invoke", "--webhook-format", "teams")
 	got := rec.waitFor(t, p, 20*time.Second, func(bs [][]byte) bool { return len(bs) > 0 })
-	var m struct {
-		Type        string `json:"type"`
-		Attachments []struct {
-			ContentType string `json:"contentType"`
-			Content     struct {
-				Schema  string `json:"$schema"`
-				Type    string `json:"type"`
-				Version string `json:"version"`
-				Body    []struct {
-					Type string `json:"type"`
-					Text string `json:"text"`
-				} `json:"body"`
-			} `json:"content"`
-		} `json:"attachments"`
-	}
-	if err := json.Unmarshal(got[0], &m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Type != "message" || len(m.Attachments) != 1 {
-		t.Fatalf("not a message with one attachment: %s", got[0])
-	}
-	a := m.Attachments[0]
-	if a.ContentType != "application/vnd.microsoft.card.adaptive" || a.Content.Type != "AdaptiveCard" ||
-		a.Content.Schema == "" || a.Content.Version < "1.4" || len(a.Content.Body) == 0 || a.Content.Body[0].Type != "TextBlock" ||
-		!strings.Contains(a.Content.Body[0].Text, "DRY RUN") {
-		t.Errorf("not a valid Adaptive Card marked dry run: %s", got[0])
+	// The receiver takes it: a Workflows message with one valid Adaptive Card.
+	m := notifytest.CheckTeams(t, got[0])
+	if body := m.Attachments[0].Content.Body; body[0].Type != "TextBlock" || !strings.Contains(body[0].Text, "DRY RUN") {
+		t.Errorf("the card's first block does not mark the dry run: %s", got[0])
 	}
 	host, _ := os.Hostname()
 	if !strings.Contains(string(got[0]), host) {

@@ -1,89 +1,19 @@
 package main
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/gpuwarden/gpuwarden/catalog/catalogtest"
 )
 
-// publishedServer serves the real SkyPilot files of catalog/testdata/published
-// as the catalog host does (ETag, Last-Modified, 304) and the recorded Azure
-// Retail Prices pages, counting conditional requests and body bytes.
-type publishedServer struct {
-	*httptest.Server
-	mu                sync.Mutex
-	conditional, body int
-}
-
-func newPublishedServer(t *testing.T) *publishedServer {
+func newPublishedServer(t *testing.T) *catalogtest.Server {
 	t.Helper()
-	root := filepath.Join(repoRoot(t), "catalog", "testdata", "published")
-	ps := &publishedServer{}
-	mod := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/catalogs/v8/", func(w http.ResponseWriter, r *http.Request) {
-		rel := strings.TrimPrefix(r.URL.Path, "/catalogs/v8/")
-		b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
-		if err != nil || strings.Contains(rel, "..") {
-			http.NotFound(w, r)
-			return
-		}
-		h := sha256.Sum256(b)
-		w.Header().Set("ETag", `"`+hex.EncodeToString(h[:8])+`"`)
-		ps.mu.Lock()
-		if r.Header.Get("If-None-Match") != "" {
-			ps.conditional++
-		}
-		ps.mu.Unlock()
-		cw := &countWriter{ResponseWriter: w}
-		http.ServeContent(cw, r, "vms.csv", mod, bytes.NewReader(b))
-		ps.mu.Lock()
-		ps.body += cw.n
-		ps.mu.Unlock()
-	})
-	mux.HandleFunc("/api/retail/prices", func(w http.ResponseWriter, r *http.Request) {
-		page := "page1.json"
-		if r.URL.Query().Get("$skip") != "" {
-			page = "page2.json"
-		}
-		b, err := os.ReadFile(filepath.Join(root, "azure", page))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		_, _ = w.Write(bytes.ReplaceAll(b, []byte("https://prices.azure.com"), []byte(ps.URL)))
-	})
-	// Assigned before the server starts: the Azure handler reads ps.URL.
-	ps.Server = httptest.NewUnstartedServer(mux)
-	ps.Start()
-	t.Cleanup(ps.Close)
-	return ps
-}
-
-type countWriter struct {
-	http.ResponseWriter
-	n int
-}
-
-func (c *countWriter) Write(b []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(b)
-	c.n += n
-	return n, err
-}
-
-func (ps *publishedServer) counts() (conditional, body int) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.conditional, ps.body
+	return catalogtest.New(t, filepath.Join(repoRoot(t), "catalog", "testdata", "published"))
 }
 
 // TestCatalogUpdateThenPlan is issue #20's "done when": real SkyPilot files
@@ -94,8 +24,8 @@ func TestCatalogUpdateThenPlan(t *testing.T) {
 	ps := newPublishedServer(t)
 	root := repoRoot(t)
 	data := t.TempDir()
-	update := []string{"catalog", "update", "--data-dir", data, "--from", ps.URL + "/catalogs/v8",
-		"--azure-url", ps.URL + "/api/retail/prices", "--cloud", "lambda,hyperbolic,runpod,nebius", "-o", "json"}
+	update := []string{"catalog", "update", "--data-dir", data, "--from", ps.BaseURL(),
+		"--azure-url", ps.AzureURL(), "--cloud", "lambda,hyperbolic,runpod,nebius", "-o", "json"}
 
 	r := gw(t, root, append(update, "--cloud", "azure")...)
 	if r.code != 0 {
@@ -115,7 +45,7 @@ func TestCatalogUpdateThenPlan(t *testing.T) {
 			t.Errorf("%s: %s, want updated", res.Cloud, res.Status)
 		}
 	}
-	_, bodyAfterFirst := ps.counts()
+	_, _, bodyAfterFirst := ps.Counts()
 
 	plan := gw(t, root, "plan", "examples/qlora-7b.yaml", "--data-dir", data, "--limit", "0")
 	if plan.code != 0 {
@@ -171,7 +101,7 @@ func TestCatalogUpdateThenPlan(t *testing.T) {
 	if !strings.Contains(r.stdout, `"status": "unchanged"`) || strings.Contains(r.stdout, `"status": "updated"`) {
 		t.Errorf("second update should change nothing:\n%s", r.stdout)
 	}
-	cond, body := ps.counts()
+	_, cond, body := ps.Counts()
 	if cond != 4 {
 		t.Errorf("%d conditional requests, want 4", cond)
 	}

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,45 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	podresources "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/kubelet/kubelettest"
 )
 
-// kubeletStub answers List as a kubelet whose device plugin names GPUs
-// by index (the simulation's UUIDs are not known before it starts).
-type kubeletStub struct {
-	podresources.UnimplementedPodResourcesListerServer
-}
-
-func (kubeletStub) List(context.Context, *podresources.ListPodResourcesRequest) (*podresources.ListPodResourcesResponse, error) {
-	return &podresources.ListPodResourcesResponse{PodResources: []*podresources.PodResources{{
+// serveKubelet runs a real gRPC pod-resources server whose device plugin
+// names GPUs by index (the simulation's UUIDs are not known before it
+// starts): GPU 1 is held by ml/train-0's trainer.
+func serveKubelet(t *testing.T) string {
+	t.Helper()
+	return kubelettest.Serve(t, &kubelettest.Lister{Resp: &podresources.ListPodResourcesResponse{PodResources: []*podresources.PodResources{{
 		Name: "train-0", Namespace: "ml", Containers: []*podresources.ContainerResources{{
 			Name:    "trainer",
 			Devices: []*podresources.ContainerDevices{{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"1"}}},
 		}},
-	}}}, nil
-}
-
-// serveKubelet runs a real gRPC pod-resources server on a unix socket.
-func serveKubelet(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "kl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "kubelet.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	podresources.RegisterPodResourcesListerServer(srv, kubeletStub{})
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return sock
+	}}}})
 }
 
 // TestUpLabelsGPUsWithPods: the real agent reads the kubelet's

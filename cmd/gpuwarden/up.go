@@ -227,7 +227,11 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		}
 		return ag.Status()
 	}
-	notifier, err := a.notifier(ctx, f, cfg, gpus, status, log)
+	node, err := a.upNode(ctx, f, cfg, gpus)
+	if err != nil {
+		return err
+	}
+	notifier, err := a.notifier(f, cfg, node, status, log)
 	if err != nil {
 		return err
 	}
@@ -253,9 +257,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 
 	if f.listen != "" {
 		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)
-		if srv.Node, err = metricsNode(f, cfg); err != nil {
-			return err
-		}
+		srv.Node = node
 		addr, err := srv.Serve(ctx, f.listen)
 		if err != nil {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "--listen %s: %v", f.listen, err)
@@ -265,7 +267,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		log.Info("serving the dashboard and /metrics", "url", "http://"+addr+"/")
 	}
 	if f.fleet.server != "" {
-		shipper, err := a.shipper(ctx, f, cfg, gpus, ledger, ag)
+		shipper, err := a.shipper(f, node, ledger, ag)
 		if err != nil {
 			return err
 		}
@@ -356,30 +358,17 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 
 // notifier sends alerts to the webhooks and, for people at a terminal,
 // with wall; a burst of the same alert goes out once an hour at most.
-func (a *app) notifier(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, status func() gpuwarden.AgentStatus, log *slog.Logger) (gpuwarden.Notifier, error) {
+func (a *app) notifier(f *upFlags, cfg agent.Config, node gpuwarden.Node, status func() gpuwarden.AgentStatus, log *slog.Logger) (gpuwarden.Notifier, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	ns := notify.Multi{&notify.Wall{Log: log}}
 	box := notify.Box{Host: cfg.Node, NodeID: f.fleet.nodeID, InstanceID: f.fleet.instanceID, DryRun: cfg.DryRun,
-		StopCommand: strings.Join(cfg.StopCommand, " "), Status: status}
-	for _, kv := range f.fleet.labels {
-		k, v, _ := strings.Cut(kv, "=")
-		switch strings.TrimSpace(k) {
-		case "owner":
-			box.Owner = strings.TrimSpace(v)
-		case "provider":
-			box.Provider = strings.TrimSpace(v)
-		case "region":
-			box.Region = strings.TrimSpace(v)
-		}
-	}
+		StopCommand: strings.Join(cfg.StopCommand, " "), Status: status,
+		Owner: node.Labels.Owner, Provider: node.Labels.Provider, Region: node.Labels.Region}
 	switch {
 	case f.fleet.server != "":
 		// The node's page on the fleet dashboard, under the ID the shipper registers.
-		box.Link = strings.TrimSuffix(f.fleet.server, "/") + "/"
-		if id := a.alertNodeID(ctx, f, cfg.Node, gpus); id != "" {
-			box.NodeID = id
-			box.Link += "nodes/" + url.PathEscape(id)
-		}
+		box.NodeID = node.ID
+		box.Link = strings.TrimSuffix(f.fleet.server, "/") + "/nodes/" + url.PathEscape(node.ID)
 	case f.listen != "":
 		host, port, err := net.SplitHostPort(f.listen)
 		if err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
@@ -399,23 +388,6 @@ func (a *app) notifier(ctx context.Context, f *upFlags, cfg agent.Config, gpus g
 		ns = append(ns, w)
 	}
 	return &notify.Dedup{Next: ns, Window: time.Hour}, nil
-}
-
-// alertNodeID is the node ID the shipper will register, for the alerts;
-// empty when the GPUs cannot be listed (the shipper then fails and says so).
-func (a *app) alertNodeID(ctx context.Context, f *upFlags, host string, gpus gpuwarden.GPUs) string {
-	var list []gpuwarden.GPU
-	if gpus != nil {
-		var err error
-		if list, err = gpus.List(ctx); err != nil {
-			return ""
-		}
-	}
-	dataDir, err := filepath.Abs(f.dataDir)
-	if err != nil {
-		return ""
-	}
-	return fleetNodeID(f, host, dataDir, list)
 }
 
 // watchNotices relays the cloud's notices to the agent.

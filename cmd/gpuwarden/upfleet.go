@@ -33,9 +33,9 @@ func (f *fleetUpFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.heartbeat, "heartbeat", 15*time.Second, "time between heartbeats to --server")
 }
 
-// shipper builds the fleet reporter from the flags: the node's identity
-// and labels, and the client.
-func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs, ledger gpuwarden.Ledger, ag *agent.Agent) (*agent.Shipper, error) {
+// shipper builds the fleet reporter from the flags: the client, and the
+// node as upNode read it.
+func (a *app) shipper(f *upFlags, node gpuwarden.Node, ledger gpuwarden.Ledger, ag *agent.Agent) (*agent.Shipper, error) {
 	if f.fleet.heartbeat < time.Second {
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--heartbeat must be at least 1s")
 	}
@@ -48,56 +48,43 @@ func (a *app) shipper(ctx context.Context, f *upFlags, cfg agent.Config, gpus gp
 	if err != nil {
 		return nil, err
 	}
-	labels, err := parseLabels(f.fleet.labels, cfg.Budget)
-	if err != nil {
-		return nil, err
-	}
-	var list []gpuwarden.GPU
-	if gpus != nil {
-		if list, err = gpus.List(ctx); err != nil {
-			return nil, err
-		}
-	}
-	dataDir, err := filepath.Abs(f.dataDir)
-	if err != nil {
-		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
-	}
-	id := fleetNodeID(f, cfg.Node, dataDir, list)
-	labels.Simulated = f.simulate != ""
-	instance, boot := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
-	node := gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version,
-		InstanceID: instance, BootID: boot}
 	return &agent.Shipper{Uplink: client, Ledger: ledger, Node: node, Status: ag.Status, HeartbeatEvery: f.fleet.heartbeat,
 		Now: a.now, Log: a.log.With("component", "shipper")}, nil
 }
 
-// fleetNodeID is the box's ID on the fleet server: --node-id, else derived
-// from the host and GPUs (and, simulated, the absolute data dir). The
-// shipper registers it and the alerts link to its page.
-func fleetNodeID(f *upFlags, host, dataDir string, gpus []gpuwarden.GPU) string {
-	switch {
-	case f.fleet.nodeID != "":
-		return f.fleet.nodeID
-	case f.simulate != "":
-		return simulatedNodeID(host, dataDir, gpus)
-	}
-	return burnin.NodeID(host, gpus)
-}
-
-// metricsNode is the node as gpuwarden_node_info labels it: the --label
-// values (project among them) and the instance ID the server would see, so
-// that an alert on an agent's series can name who pays for the box.
-func metricsNode(f *upFlags, cfg agent.Config) (gpuwarden.Node, error) {
+// upNode is the box as the fleet server, /metrics and the alerts name it,
+// read once at start so that the three agree: its labels (--label and the
+// plan's), its GPUs, its ID on the server (--node-id, else derived from the
+// host and GPUs and, simulated, the absolute data dir), and its instance
+// and boot IDs. The GPUs are listed only for the server: an agent without
+// one starts on a driver that does not answer yet.
+func (a *app) upNode(ctx context.Context, f *upFlags, cfg agent.Config, gpus gpuwarden.GPUs) (gpuwarden.Node, error) {
 	labels, err := parseLabels(f.fleet.labels, cfg.Budget)
 	if err != nil {
 		return gpuwarden.Node{}, err
 	}
+	labels.Simulated = f.simulate != ""
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return gpuwarden.Node{}, gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
 	}
-	instance, _ := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
-	return gpuwarden.Node{Hostname: cfg.Node, Project: labels.Extra["project"], Labels: labels, InstanceID: instance}, nil
+	var list []gpuwarden.GPU
+	if gpus != nil && f.fleet.server != "" {
+		if list, err = gpus.List(ctx); err != nil {
+			return gpuwarden.Node{}, err
+		}
+	}
+	id := f.fleet.nodeID
+	switch {
+	case id != "":
+	case f.simulate != "":
+		id = simulatedNodeID(cfg.Node, dataDir, list)
+	default:
+		id = burnin.NodeID(cfg.Node, list)
+	}
+	instance, boot := agent.NodeIdentity(cfg.Node, dataDir, f.fleet.instanceID)
+	return gpuwarden.Node{ID: id, Hostname: cfg.Node, Labels: labels, GPUs: list, AgentVersion: gpuwarden.Version,
+		InstanceID: instance, BootID: boot}, nil
 }
 
 // simulatedNodeID is the node ID of a simulated agent with its data dir
