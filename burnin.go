@@ -84,7 +84,7 @@ const (
 	VerdictWarn = "WARN"
 	VerdictFail = "FAIL"
 	// VerdictSkip is a check that was not run, with the reason why: it
-	// neither passes nor lowers the verdict, it says what was not proven.
+	// does not pass, and makes the report's verdict a WARN at best.
 	VerdictSkip = "SKIP"
 )
 

@@ -63,11 +63,16 @@ func Expectations() (map[string]Expectation, error) {
 	return out, nil
 }
 
-// worse returns the worse of two verdicts.
+// worse returns the worse of two verdicts, for the report's.
 func worse(a, b string) string {
-	// A skipped check proves nothing either way: the report's verdict is
-	// that of the checks that ran, and the table counts the skipped ones.
-	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictSkip: 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
+	// A skipped check proved nothing: a report with one is not a PASS, or
+	// a script would take a box whose GPUs were not burnt in for a proven
+	// one. It is a WARN (exit 1; --fail-on fail lets it through), and the
+	// table says how many checks were skipped and why.
+	if b == gpuwarden.VerdictSkip {
+		b = gpuwarden.VerdictWarn
+	}
+	rank := map[string]int{gpuwarden.VerdictPass: 0, "": 0, gpuwarden.VerdictWarn: 1, gpuwarden.VerdictFail: 2}
 	if rank[b] > rank[a] {
 		return b
 	}

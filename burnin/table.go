@@ -60,7 +60,7 @@ func Table(w io.Writer, r gpuwarden.BurnReport) error {
 	}
 	fmt.Fprintf(&b, "\nverdict: %s (%d checks, %d warnings, %d failures", r.Verdict, len(r.Checks), warns, fails)
 	if skips > 0 {
-		fmt.Fprintf(&b, ", %d skipped and not judged", skips)
+		fmt.Fprintf(&b, ", %d skipped: not proven", skips)
 	}
 	b.WriteString(")\n")
 	lines := strings.Split(b.String(), "\n")

@@ -48,7 +48,8 @@ NVML lists is burnt in, found in CUDA by its UUID: an inherited
 CUDA_VISIBLE_DEVICES is ignored (and said so in the log). On a GPU in MIG mode
 CUDA sees only the MIG instances: its memory, bandwidth, soak, PCIe and
 throttle checks, which need the whole device, are SKIP ("skipped: MIG
-enabled"), not PASS; its health counters are still read and judged.
+enabled"), not PASS, and the verdict is WARN at best: the GPU was not burnt
+in. Its health counters are still read and judged.
 
 ` + exitCodes("0  PASS", "1  WARN or FAIL (--fail-on fail lets WARN pass)", "2  bad input or usage", "3  no driver or no GPU",
 			"4  internal error, or a GPU check that hung past --timeout"),

@@ -23,6 +23,9 @@ func TestBurnin(t *testing.T) {
 		{"1xH100,fault=badmem", nil, 1, "0x1f4000"},
 		{"1xH100,fault=throttle", nil, 1, "thermal"},
 		{"1xH100,fault=throttle", []string{"--fail-on", "fail"}, 0, "WARN"},
+		// Under MIG the whole-device checks cannot run: not a PASS.
+		{"1xH100,mig=2", nil, 1, "6 skipped: not proven"},
+		{"1xH100,mig=2", []string{"--fail-on", "fail"}, 0, "verdict: WARN"},
 		{"1xH100", []string{"--inject-fault"}, 1, "FAIL"},
 	}
 	for _, tt := range tests {
