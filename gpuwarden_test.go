@@ -2,6 +2,9 @@ package gpuwarden
 
 import (
 	"math"
+	"math/big"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -215,4 +218,48 @@ func TestMonthForecast(t *testing.T) {
 			t.Errorf("%s: MonthForecast = %s, want %s", tt.name, got.Decimal(), tt.want.Decimal())
 		}
 	}
+}
+
+// plainDecimal is what ParseMicros accepts, once trimmed: a sign, digits
+// with underscores, a point and digits.
+var plainDecimal = regexp.MustCompile(`^[+-]?([0-9_]*)(?:\.([0-9]*))?$`)
+
+// microsByBigInt is a second reading of ParseMicros' rules, by a regular
+// expression and math/big, for FuzzParseMicrosMatchesBigInt: ok and the
+// value, not the words of the error.
+func microsByBigInt(s string) (Micros, bool) {
+	t := strings.TrimSpace(s)
+	m := plainDecimal.FindStringSubmatch(t)
+	if m == nil {
+		return 0, false
+	}
+	whole, frac := strings.ReplaceAll(m[1], "_", ""), m[2]
+	if whole == "" && frac == "" {
+		return 0, false
+	}
+	if len(frac) > 6 && strings.Trim(frac[6:], "0") != "" {
+		return 0, false
+	}
+	v, _ := new(big.Int).SetString("0"+whole+(frac + "000000")[:6], 10)
+	if new(big.Int).Div(v, big.NewInt(MicrosPerUnit)).Cmp(big.NewInt(math.MaxInt64/MicrosPerUnit-1)) > 0 {
+		return 0, false
+	}
+	if t[0] == '-' {
+		v.Neg(v)
+	}
+	return Micros(v.Int64()), true
+}
+
+func FuzzParseMicrosMatchesBigInt(f *testing.F) {
+	for _, s := range []string{"3.50", "-0.2158", "1_000", ".5", "99999999.999999", "9223372036853", "9223372036854.1",
+		"99999999999999999999999", "1.1234567", "1.1234560", "1.12x", "x.1", "_", "._", "1é", " 2.5 ", "+.0", "1.", "."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseMicros(s)
+		want, ok := microsByBigInt(s)
+		if got != want || (err == nil) != ok {
+			t.Fatalf("ParseMicros(%q) = %d, %v; want %d, ok %v", s, got, err, want, ok)
+		}
+	})
 }

@@ -31,9 +31,28 @@ func ParseMicros(s string) (Micros, error) {
 	case '+':
 		t = t[1:]
 	}
+	// One pass over the bytes, without a string built: a price file is
+	// millions of these. The errors keep their order: not a number, too
+	// many decimals, not plain digits, out of range.
 	whole, frac, hasDot := strings.Cut(t, ".")
-	whole = strings.ReplaceAll(whole, "_", "")
-	if whole == "" && (!hasDot || frac == "") {
+	const limit = math.MaxInt64/MicrosPerUnit - 1
+	var w uint64
+	wholeLen, plain, inRange := 0, true, true
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c == '_' {
+			continue
+		}
+		wholeLen++
+		if c < '0' || c > '9' {
+			plain = false
+			continue
+		}
+		if w = w*10 + uint64(c-'0'); w > limit {
+			inRange, w = false, limit+1 // stays above the limit, cannot overflow
+		}
+	}
+	if wholeLen == 0 && (!hasDot || frac == "") {
 		return 0, fmt.Errorf("%q is not a number", s)
 	}
 	if len(frac) > 6 {
@@ -42,22 +61,22 @@ func ParseMicros(s string) (Micros, error) {
 		}
 		frac = frac[:6]
 	}
-	for _, r := range whole + frac {
-		if r < '0' || r > '9' {
-			return 0, fmt.Errorf("%q is not a plain decimal number", s)
+	var f uint64
+	for i := 0; i < 6; i++ {
+		f *= 10
+		if i < len(frac) {
+			c := frac[i]
+			if c < '0' || c > '9' {
+				plain = false
+			}
+			f += uint64(c - '0')
 		}
 	}
-	var w uint64
-	if whole != "" {
-		var err error
-		w, err = strconv.ParseUint(whole, 10, 64)
-		if err != nil || w > math.MaxInt64/MicrosPerUnit-1 {
-			return 0, fmt.Errorf("%q is out of range", s)
-		}
+	if !plain {
+		return 0, fmt.Errorf("%q is not a plain decimal number", s)
 	}
-	f := uint64(0)
-	if frac != "" {
-		f, _ = strconv.ParseUint(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+	if !inRange {
+		return 0, fmt.Errorf("%q is out of range", s)
 	}
 	v := Micros(w*MicrosPerUnit + f)
 	if neg {

@@ -111,11 +111,44 @@ func BenchmarkReadOwn100k(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		// As readFile does: count the lines, then read with that hint.
-		offers, _, err := readOffersHint("prices.csv", "", bytes.NewReader(in), bytes.Count(in, []byte{'\n'})+1)
+		offers, _, err := parseOffers("prices.csv", "", string(in))
 		if err != nil || len(offers) != 100_000 {
 			b.Fatalf("%d offers, %v", len(offers), err)
 		}
 	}
 	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkReadCached100k reads the parse of own100k back from the
+// parsed-catalog cache's layout (decode only, the file in memory), beside
+// BenchmarkReadOwn100k's parse of the same rows.
+func BenchmarkReadCached100k(b *testing.B) {
+	offers, warns, err := parseOffers("prices.csv", "", string(own100k()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := fmt.Sprintf("%064x", 1)
+	entry := encodeCache(key, offers, warns)
+	b.SetBytes(int64(len(entry)))
+	b.ReportAllocs()
+	for b.Loop() {
+		got, _, err := decodeCache(entry, key)
+		if err != nil || len(got) != 100_000 {
+			b.Fatalf("%d offers, %v", len(got), err)
+		}
+	}
+	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkEncodeCache100k lays out own100k's parse for the cache, the
+// first read's extra cost.
+func BenchmarkEncodeCache100k(b *testing.B) {
+	offers, warns, err := parseOffers("prices.csv", "", string(own100k()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		encodeCache(fmt.Sprintf("%064x", 1), offers, warns)
+	}
 }

@@ -117,7 +117,7 @@ func simpleTable(file string, cols ...string) ([]map[string]string, error) {
 
 // openPlain opens an embedded side table, which is none of the offer formats.
 func openPlain(name string, raw []byte) (*table, error) {
-	return readHeader(name, bytes.NewReader(raw), "")
+	return readHeader(name, string(raw), "")
 }
 
 // sideTableErr reports a bad cell of an embedded table.

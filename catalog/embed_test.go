@@ -62,7 +62,7 @@ func TestEmbeddedKnownRows(t *testing.T) {
 		GPU: "A100-40GB", GPUCount: 1, VRAMGBPerGPU: 40, VCPUs: 12, RAMGB: 85, Currency: "USD",
 		OnDemandHourly: 3_790_142, SpotHourly: 756_300, Monthly: 2_766_800_000, AsOf: "2026-11",
 		Source: "Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml (1y commit 1743.06/month; 3y 968.40/month)",
-		Origin: "embedded prices.csv:9"}
+		Origin: gpuwarden.Origin{File: "embedded prices.csv", Line: 9}}
 	if gcp != want {
 		t.Errorf("gcp row:\n got %+v\nwant %+v", gcp, want)
 	}

@@ -1,12 +1,15 @@
 package catalog
 
 import (
-	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -31,6 +34,9 @@ type Options struct {
 	// StoreDir is the folder `catalog update` downloads into
 	// (DATA_DIR/catalogs); "" reads no downloaded catalog.
 	StoreDir string
+	// CacheDir keeps the parses of big price files (DATA_DIR/cache), so
+	// that an unchanged one is not parsed twice; "" caches nothing.
+	CacheDir string
 	// Now dates the age warnings of downloaded catalogs.
 	Now time.Time
 }
@@ -51,6 +57,7 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		return nil, err
 	}
 	cat := &gpuwarden.Catalog{Egress: snap.Egress, Storage: snap.Storage, GPUs: snap.GPUs}
+	cache := parseCache{dir: opt.CacheDir}
 	var (
 		stored      []gpuwarden.Offer
 		replaced    = map[string]bool{}
@@ -60,7 +67,7 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		sources, warns := Stored(opt.StoreDir)
 		storedWarns = append(storedWarns, warns...)
 		for _, s := range sources {
-			offers, warns, err := readStored(opt.StoreDir, s)
+			offers, warns, err := readStored(opt.StoreDir, s, cache)
 			if err != nil {
 				storedWarns = append(storedWarns, fmt.Sprintf("downloaded catalog %s cannot be read (%v): using the embedded snapshot for %s; run `gpuwarden catalog update`", s.Cloud, err, s.Cloud))
 				continue
@@ -82,46 +89,71 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 			storedWarns = append(storedWarns, fmt.Sprintf("no downloaded catalog in %s: prices are the embedded snapshot; run `gpuwarden catalog update` for fresh ones", opt.StoreDir))
 		}
 	}
+	var parts [][]gpuwarden.Offer
 	if opt.Embedded {
+		var kept []gpuwarden.Offer
 		for _, o := range snap.Offers {
 			if !replaced[o.Provider] {
-				cat.Offers = append(cat.Offers, o)
+				kept = append(kept, o)
 			}
 		}
+		parts = append(parts, kept)
 		for _, w := range snap.Warnings {
 			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
-	cat.Offers = append(cat.Offers, stored...)
+	parts = append(parts, stored)
 	cat.Warnings = append(cat.Warnings, storedWarns...)
 	for _, name := range opt.Files {
-		offers, warns, err := readFile(name)
+		offers, warns, err := cache.readFile(name)
 		if err != nil {
 			return nil, err
 		}
-		cat.Offers = append(cat.Offers, offers...)
+		parts = append(parts, offers)
 		for _, w := range warns {
 			cat.Warnings = append(cat.Warnings, name+": "+w)
 		}
 	}
+	cat.Offers = joinOffers(parts)
 	return cat, nil
+}
+
+// joinOffers puts the parts in one slice, allocated once, or returns the
+// only part that has offers as it is: appending a million offers to the
+// snapshot's copied 230 MB.
+func joinOffers(parts [][]gpuwarden.Offer) []gpuwarden.Offer {
+	n, only := 0, []gpuwarden.Offer(nil)
+	for _, p := range parts {
+		if len(p) > 0 {
+			n, only = n+len(p), p
+		}
+	}
+	if len(only) == n {
+		return only
+	}
+	return slices.Concat(parts...)
 }
 
 // readStored reads one downloaded catalog and dates its offers by the last
 // time the server confirmed the file: SkyPilot files carry no date, but a
 // file fetched today is today's published price list.
-func readStored(dir string, s Source) ([]gpuwarden.Offer, []string, error) {
+func readStored(dir string, s Source, cache parseCache) ([]gpuwarden.Offer, []string, error) {
 	name := filepath.Join(dir, s.File)
 	raw, err := os.ReadFile(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if sum(raw) != s.SHA256 {
+	content := sha256.Sum256(raw)
+	if hex.EncodeToString(content[:]) != s.SHA256 {
 		return nil, nil, fmt.Errorf("%s does not match the checksum recorded at download", name)
 	}
-	offers, warns, err := ReadOffersAs(name, s.Cloud, bytes.NewReader(raw))
-	if err != nil {
-		return nil, nil, err
+	provider := normalizeProvider(s.Cloud)
+	offers, warns, ok := cache.lookup(name, provider, content, len(raw))
+	if !ok {
+		if offers, warns, err = parseOffers(name, provider, unsafe.String(unsafe.SliceData(raw), len(raw))); err != nil {
+			return nil, nil, err
+		}
+		cache.store(name, provider, content, len(raw), offers, warns)
 	}
 	asOf := s.CheckedAt.UTC().Format("2006-01-02")
 	source := fmt.Sprintf("%s, downloaded %s", s.URL, s.FetchedAt.UTC().Format("2006-01-02 15:04 UTC"))
@@ -156,16 +188,21 @@ func FormatAge(d time.Duration) string {
 	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }
 
-// readFile reads a price file whole and counts its lines first, so that
-// the offers of a 100,000-row file are allocated once: growing the slice
-// row by row copied it a dozen times.
-func readFile(name string) ([]gpuwarden.Offer, []string, error) {
-	raw, err := os.ReadFile(name)
+// readPriceFile reads a price file whole, in one allocation of its size
+// (up to maxPriceFile), as a string that nothing else holds. A file that
+// cannot be opened is ENotFound.
+func readPriceFile(name string) (string, error) {
+	f, err := os.Open(name)
 	if err != nil {
-		return nil, nil, &gpuwarden.Error{Code: gpuwarden.ENotFound, Message: "read catalog", Err: err,
+		return "", &gpuwarden.Error{Code: gpuwarden.ENotFound, Message: "read catalog", Err: err,
 			Hint: "check the path of the price file given with --catalog"}
 	}
-	return readOffersHint(name, "", bytes.NewReader(raw), bytes.Count(raw, []byte{'\n'})+1)
+	defer f.Close()
+	size := 0
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = int(min(fi.Size(), maxPriceFile))
+	}
+	return readAll(name, f, size)
 }
 
 func dirExists(dir string) bool {

@@ -41,14 +41,17 @@ type Names struct {
 // that a provider or region the user's own price file adds is known too.
 func KnownNames(cat *gpuwarden.Catalog) *Names {
 	n := &Names{providers: map[string]bool{}, regions: map[string]map[string]string{}}
-	seenGPU := map[gpuwarden.Offer]bool{}
+	type gpuKey struct {
+		name string
+		vram float64
+	}
+	seenGPU := map[gpuKey]bool{}
 	addGPU := func(name string, vram float64) {
-		o := gpuwarden.Offer{GPU: name, VRAMGBPerGPU: vram}
-		if name == "" || seenGPU[o] {
+		if name == "" || seenGPU[gpuKey{name, vram}] {
 			return
 		}
-		seenGPU[o] = true
-		n.gpus = append(n.gpus, o)
+		seenGPU[gpuKey{name, vram}] = true
+		n.gpus = append(n.gpus, gpuwarden.Offer{GPU: name, VRAMGBPerGPU: vram})
 	}
 	for _, m := range gpuModels {
 		addGPU(m, 0)
@@ -68,9 +71,16 @@ func KnownNames(cat *gpuwarden.Catalog) *Names {
 		}
 	}
 	if cat != nil {
-		for _, o := range cat.Offers {
+		// A million offers name a few hundred places: look each up once.
+		type place struct{ provider, region string }
+		seenPlace := map[place]bool{}
+		for i := range cat.Offers {
+			o := &cat.Offers[i]
 			addGPU(o.GPU, o.VRAMGBPerGPU)
-			n.addRegion(o.Provider, o.Region)
+			if pl := (place{o.Provider, o.Region}); !seenPlace[pl] {
+				seenPlace[pl] = true
+				n.addRegion(o.Provider, o.Region)
+			}
 		}
 		for _, e := range cat.Egress {
 			n.providers[normalizeProvider(e.Provider)] = true

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -31,31 +32,11 @@ import (
 // Prices are exact decimals: a curated file has no excuse for binary float
 // tails, so more than six decimals is an error, not a rounding.
 func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
-	var (
-		cProvider = t.col("provider")
-		cRegion   = t.col("region")
-		cCountry  = t.col("country")
-		cInstance = t.col("instance")
-		cGPU      = t.col("gpu")
-		cCount    = t.col("gpu_count")
-		cVRAM     = t.col("vram_gb_per_gpu")
-		cVCPUs    = t.col("vcpus")
-		cRAM      = t.col("ram_gb")
-		cCurrency = t.col("currency")
-		cOnDemand = t.col("on_demand_hourly")
-		cSpot     = t.col("spot_hourly")
-		cMonthly  = t.col("monthly")
-		cAsOf     = t.col("as_of")
-		cSource   = t.col("source")
-	)
-	var (
-		offers                     = make([]gpuwarden.Offer, 0, t.rowsHint)
-		undated, noCountry, noVRAM counted
-		priceCol                   = firstCol(cOnDemand, cSpot, cMonthly)
-		names                      = map[ownGPUKey]ownGPU{}
-		lines                      = make([]int, 0, t.rowsHint) // of each offer, for setOrigins
-		lastAsOf                   string                       // the last as_of that parsed
-	)
+	if chunks := splitRows(t); chunks != nil {
+		return readOwnParallel(t, chunks)
+	}
+	r := newOwnReader(t)
+	offers := make([]gpuwarden.Offer, 0, t.rowsHint)
 	for {
 		ok, err := t.next()
 		if err != nil {
@@ -64,105 +45,202 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		if !ok {
 			break
 		}
-		o := gpuwarden.Offer{}
-		for _, req := range []int{cProvider, cRegion, cGPU, cCount, cCurrency} {
-			if t.cell(req) == "" {
-				return nil, nil, t.cellErr(req, "a value is required")
-			}
-		}
-		o.Provider = normalizeProvider(t.cell(cProvider))
-		o.Region = t.cell(cRegion)
-		o.Instance = t.cell(cInstance)
-		if o.GPUCount, err = t.number(cCount); err != nil {
+		// Fill the offer in place: copying a 230-byte struct into the
+		// slice was a tenth of the read.
+		offers = append(offers, gpuwarden.Offer{})
+		if err := r.row(t, &offers[len(offers)-1]); err != nil {
 			return nil, nil, err
 		}
-		if o.GPUCount == 0 {
-			return nil, nil, t.cellErr(cCount, "%s: a GPU offer needs at least part of one GPU", quoted(t.cell(cCount)))
-		}
-		if o.VRAMGBPerGPU, err = t.number(cVRAM); err != nil {
-			return nil, nil, err
-		}
-		// A price file repeats a few GPU names thousands of times.
-		nk := ownGPUKey{t.cell(cGPU), o.VRAMGBPerGPU}
-		g, seen := names[nk]
-		if !seen {
-			g.name, g.sizes = canonicalGPU(nk.name, nk.vram)
-			names[nk] = g
-		}
-		name, sizes := g.name, g.sizes
-		o.GPU = name
-		switch {
-		case t.cell(cVRAM) != "" && o.VRAMGBPerGPU == 0:
-			return nil, nil, t.cellErr(cVRAM, "%s: a GPU has more than 0 GB of memory", quoted(t.cell(cVRAM)))
-		case o.VRAMGBPerGPU > 0:
-		case len(sizes) == 1:
-			o.VRAMGBPerGPU = specVRAM(name, sizes) // the name says how much
-		case len(sizes) > 1:
-			return nil, nil, t.cellErr(cVRAM, "a value is required: %s comes with %s GB", quoted(t.cell(cGPU)), orList(sizes))
-		default:
-			noVRAM.add(t.line())
-		}
-		if o.VCPUs, err = t.integer(cVCPUs); err != nil {
-			return nil, nil, err
-		}
-		if o.RAMGB, err = t.number(cRAM); err != nil {
-			return nil, nil, err
-		}
-		cur := strings.ToUpper(t.cell(cCurrency))
-		if !isCurrencyCode(cur) {
-			return nil, nil, t.cellErr(cCurrency, "%s is not a three-letter ISO 4217 code such as USD", quoted(t.cell(cCurrency)))
-		}
-		o.Currency = gpuwarden.Currency(cur)
-		if o.OnDemandHourly, err = t.price(cOnDemand, true); err != nil {
-			return nil, nil, err
-		}
-		if o.SpotHourly, err = t.price(cSpot, true); err != nil {
-			return nil, nil, err
-		}
-		if o.Monthly, err = t.price(cMonthly, true); err != nil {
-			return nil, nil, err
-		}
-		if o.OnDemandHourly == 0 && o.SpotHourly == 0 && o.Monthly == 0 {
-			// openTable makes sure the file has one of the price columns.
-			return nil, nil, t.cellErr(priceCol, "row has no price: fill on_demand_hourly, spot_hourly or monthly")
-		}
-		o.Country = strings.ToUpper(t.cell(cCountry))
-		if o.Country != "" && !isCountryCode(o.Country) {
-			return nil, nil, t.cellErr(cCountry, "%s is not a two-letter ISO 3166 code such as DE", quoted(t.cell(cCountry)))
-		}
-		if o.Country == "" {
-			if o.Country = CountryOf(o.Provider, o.Region); o.Country == "" {
-				noCountry.add(t.line())
-			}
-		}
-		o.AsOf = t.cell(cAsOf)
-		if o.AsOf == "" {
-			undated.add(t.line())
-		} else if o.AsOf != lastAsOf {
-			// Files repeat one date on every row: check each new one once.
-			if _, err := gpuwarden.ParseAsOf(o.AsOf); err != nil {
-				return nil, nil, t.cellErr(cAsOf, "%s is not a date written YYYY-MM or YYYY-MM-DD", quoted(o.AsOf))
-			}
-			lastAsOf = o.AsOf
-		}
-		if o.Source = t.cell(cSource); o.Source == "" {
-			o.Source = t.name
-		}
-		offers = append(offers, o)
-		lines = append(lines, t.line())
 	}
-	setOrigins(offers, t.name, lines)
+	return offers, r.warnings(), nil
+}
+
+// readOwnParallel reads the pieces of an own-format file at once, each
+// into its own stretch of one slice, and joins them as if read in one go:
+// the same offers in file order, the first error in file order, warnings
+// that count every piece.
+func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, error) {
+	total := 0
+	for _, c := range chunks {
+		total += c.lines
+	}
+	all := make([]gpuwarden.Offer, total)
+	type result struct {
+		rows int
+		r    *ownReader
+		err  error
+	}
+	results := make([]result, len(chunks))
+	var wg sync.WaitGroup
+	start := 0
+	for i, c := range chunks {
+		part := all[start : start+c.lines]
+		start += c.lines
+		wg.Go(func() {
+			pt := *t // the header is shared, read only
+			pt.r = &csvRows{data: c.data, numLine: c.lineBefore}
+			r := newOwnReader(&pt)
+			n := 0
+			for {
+				ok, err := pt.next()
+				if err == nil && ok {
+					err = r.row(&pt, &part[n]) // a row takes a line at least: part has room
+					n++
+				}
+				if err != nil || !ok {
+					results[i] = result{rows: n, r: r, err: err}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	joined := &ownReader{}
+	n, start := 0, 0
+	for i, c := range chunks {
+		res := results[i]
+		if res.err != nil {
+			return nil, nil, res.err
+		}
+		// Empty lines take no row: close the gap they leave.
+		n += copy(all[n:], all[start:start+res.rows])
+		start += c.lines
+		joined.undated.join(res.r.undated)
+		joined.noCountry.join(res.r.noCountry)
+		joined.noVRAM.join(res.r.noVRAM)
+	}
+	return all[:n], joined.warnings(), nil
+}
+
+// ownReader reads the rows of one own-format file, or of one piece of it.
+type ownReader struct {
+	cProvider, cRegion, cCountry, cInstance, cGPU, cCount, cVRAM, cVCPUs, cRAM int
+	cCurrency, cOnDemand, cSpot, cMonthly, cAsOf, cSource, priceCol            int
+	undated, noCountry, noVRAM                                                 counted
+	names                                                                      map[ownGPUKey]ownGPU
+	lastAsOf                                                                   string // the last as_of that parsed
+	lastProvider                                                               struct{ raw, name string }
+}
+
+func newOwnReader(t *table) *ownReader {
+	r := &ownReader{
+		cProvider: t.col("provider"), cRegion: t.col("region"), cCountry: t.col("country"),
+		cInstance: t.col("instance"), cGPU: t.col("gpu"), cCount: t.col("gpu_count"),
+		cVRAM: t.col("vram_gb_per_gpu"), cVCPUs: t.col("vcpus"), cRAM: t.col("ram_gb"),
+		cCurrency: t.col("currency"), cOnDemand: t.col("on_demand_hourly"), cSpot: t.col("spot_hourly"),
+		cMonthly: t.col("monthly"), cAsOf: t.col("as_of"), cSource: t.col("source"),
+		names: map[ownGPUKey]ownGPU{},
+	}
+	r.priceCol = firstCol(r.cOnDemand, r.cSpot, r.cMonthly)
+	return r
+}
+
+// row reads t's current row into o.
+func (r *ownReader) row(t *table, o *gpuwarden.Offer) error {
+	var err error
+	for _, req := range []int{r.cProvider, r.cRegion, r.cGPU, r.cCount, r.cCurrency} {
+		if t.cell(req) == "" {
+			return t.cellErr(req, "a value is required")
+		}
+	}
+	if raw := t.cell(r.cProvider); raw != r.lastProvider.raw {
+		r.lastProvider.raw, r.lastProvider.name = raw, normalizeProvider(raw)
+	}
+	o.Provider = r.lastProvider.name
+	o.Region = t.cell(r.cRegion)
+	o.Instance = t.cell(r.cInstance)
+	if o.GPUCount, err = t.number(r.cCount); err != nil {
+		return err
+	}
+	if o.GPUCount == 0 {
+		return t.cellErr(r.cCount, "%s: a GPU offer needs at least part of one GPU", quoted(t.cell(r.cCount)))
+	}
+	if o.VRAMGBPerGPU, err = t.number(r.cVRAM); err != nil {
+		return err
+	}
+	// A price file repeats a few GPU names thousands of times.
+	nk := ownGPUKey{t.cell(r.cGPU), o.VRAMGBPerGPU}
+	g, seen := r.names[nk]
+	if !seen {
+		g.name, g.sizes = canonicalGPU(nk.name, nk.vram)
+		r.names[nk] = g
+	}
+	name, sizes := g.name, g.sizes
+	o.GPU = name
+	switch {
+	case t.cell(r.cVRAM) != "" && o.VRAMGBPerGPU == 0:
+		return t.cellErr(r.cVRAM, "%s: a GPU has more than 0 GB of memory", quoted(t.cell(r.cVRAM)))
+	case o.VRAMGBPerGPU > 0:
+	case len(sizes) == 1:
+		o.VRAMGBPerGPU = specVRAM(name, sizes) // the name says how much
+	case len(sizes) > 1:
+		return t.cellErr(r.cVRAM, "a value is required: %s comes with %s GB", quoted(t.cell(r.cGPU)), orList(sizes))
+	default:
+		r.noVRAM.add(t.line())
+	}
+	if o.VCPUs, err = t.integer(r.cVCPUs); err != nil {
+		return err
+	}
+	if o.RAMGB, err = t.number(r.cRAM); err != nil {
+		return err
+	}
+	cur := strings.ToUpper(t.cell(r.cCurrency))
+	if !isCurrencyCode(cur) {
+		return t.cellErr(r.cCurrency, "%s is not a three-letter ISO 4217 code such as USD", quoted(t.cell(r.cCurrency)))
+	}
+	o.Currency = gpuwarden.Currency(cur)
+	if o.OnDemandHourly, err = t.price(r.cOnDemand, true); err != nil {
+		return err
+	}
+	if o.SpotHourly, err = t.price(r.cSpot, true); err != nil {
+		return err
+	}
+	if o.Monthly, err = t.price(r.cMonthly, true); err != nil {
+		return err
+	}
+	if o.OnDemandHourly == 0 && o.SpotHourly == 0 && o.Monthly == 0 {
+		// openTable makes sure the file has one of the price columns.
+		return t.cellErr(r.priceCol, "row has no price: fill on_demand_hourly, spot_hourly or monthly")
+	}
+	o.Country = strings.ToUpper(t.cell(r.cCountry))
+	if o.Country != "" && !isCountryCode(o.Country) {
+		return t.cellErr(r.cCountry, "%s is not a two-letter ISO 3166 code such as DE", quoted(t.cell(r.cCountry)))
+	}
+	if o.Country == "" {
+		if o.Country = CountryOf(o.Provider, o.Region); o.Country == "" {
+			r.noCountry.add(t.line())
+		}
+	}
+	o.AsOf = t.cell(r.cAsOf)
+	if o.AsOf == "" {
+		r.undated.add(t.line())
+	} else if o.AsOf != r.lastAsOf {
+		// Files repeat one date on every row: check each new one once.
+		if _, err := gpuwarden.ParseAsOf(o.AsOf); err != nil {
+			return t.cellErr(r.cAsOf, "%s is not a date written YYYY-MM or YYYY-MM-DD", quoted(o.AsOf))
+		}
+		r.lastAsOf = o.AsOf
+	}
+	if o.Source = t.cell(r.cSource); o.Source == "" {
+		o.Source = t.name
+	}
+	o.Origin = t.origin()
+	return nil
+}
+
+// warnings words what the rows lacked, a warning per kind.
+func (r *ownReader) warnings() []string {
 	var warns []string
-	if undated.n > 0 {
-		warns = append(warns, fmt.Sprintf("%s without as_of (%s): undated, so their staleness cannot be checked", rows(undated.n), undated.where()))
+	if r.undated.n > 0 {
+		warns = append(warns, fmt.Sprintf("%s without as_of (%s): undated, so their staleness cannot be checked", rows(r.undated.n), r.undated.where()))
 	}
-	if noCountry.n > 0 {
-		warns = append(warns, fmt.Sprintf("%s without country in a region gpuwarden does not know (%s): residency rules cannot place them", rows(noCountry.n), noCountry.where()))
+	if r.noCountry.n > 0 {
+		warns = append(warns, fmt.Sprintf("%s without country in a region gpuwarden does not know (%s): residency rules cannot place them", rows(r.noCountry.n), r.noCountry.where()))
 	}
-	if noVRAM.n > 0 {
-		warns = append(warns, fmt.Sprintf("%s of GPU models gpuwarden does not know without vram_gb_per_gpu (%s): no workload fits them until it is filled", rows(noVRAM.n), noVRAM.where()))
+	if r.noVRAM.n > 0 {
+		warns = append(warns, fmt.Sprintf("%s of GPU models gpuwarden does not know without vram_gb_per_gpu (%s): no workload fits them until it is filled", rows(r.noVRAM.n), r.noVRAM.where()))
 	}
-	return offers, warns, nil
+	return warns
 }
 
 // orList writes sizes as "40 or 80".
@@ -206,24 +284,4 @@ type ownGPUKey struct {
 type ownGPU struct {
 	name  string
 	sizes []float64
-}
-
-// setOrigins writes every offer's "file:line" into one string and gives
-// each offer its slice of it: two allocations per row were a third of
-// reading a big file.
-func setOrigins(offers []gpuwarden.Offer, name string, lines []int) {
-	buf := make([]byte, 0, len(offers)*(len(name)+8))
-	ends := make([]int, len(offers))
-	for i, l := range lines {
-		buf = append(buf, name...)
-		buf = append(buf, ':')
-		buf = strconv.AppendInt(buf, int64(l), 10)
-		ends[i] = len(buf)
-	}
-	all := string(buf)
-	start := 0
-	for i := range offers {
-		offers[i].Origin = all[start:ends[i]]
-		start = ends[i]
-	}
 }

@@ -1,15 +1,17 @@
 package catalog
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -70,17 +72,40 @@ func ReadOffersAs(name, provider string, r io.Reader) ([]gpuwarden.Offer, []stri
 }
 
 func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string, error) {
-	return readOffersHint(name, provider, r, 0)
-}
-
-// readOffersHint is readOffers told how many rows the file has, so that an
-// own-format file's offers are allocated once instead of grown and copied.
-func readOffersHint(name, provider string, r io.Reader, rows int) ([]gpuwarden.Offer, []string, error) {
-	t, err := openTable(name, r)
+	data, err := readAll(name, r, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	t.rowsHint = rows
+	return parseOffers(name, provider, data)
+}
+
+// maxPriceFile bounds what a price file may hold: 1 GiB is some 14 million
+// rows of our own format, far beyond any provider's list, and a file
+// larger than that is an error rather than a machine out of memory.
+const maxPriceFile = 1 << 30
+
+// readAll reads r whole, up to maxPriceFile, into a string that nothing
+// else holds: the offers read from it keep substrings of it. With the
+// size known, that is one allocation.
+func readAll(name string, r io.Reader, size int) (string, error) {
+	var buf bytes.Buffer
+	buf.Grow(size + bytes.MinRead)
+	if _, err := buf.ReadFrom(io.LimitReader(r, maxPriceFile+1)); err != nil {
+		return "", invalid(acceptedFormats, "%s: read: %v", name, err)
+	}
+	b := buf.Bytes()
+	if len(b) > maxPriceFile {
+		return "", invalid("split the file by provider", "%s: larger than %d MiB, the most a price file may hold", name, maxPriceFile>>20)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
+}
+
+// parseOffers is readOffers on the whole file; data must not change after.
+func parseOffers(name, provider, data string) ([]gpuwarden.Offer, []string, error) {
+	t, err := openTable(name, data)
+	if err != nil {
+		return nil, nil, err
+	}
 	var (
 		offers []gpuwarden.Offer
 		warns  []string
@@ -114,18 +139,19 @@ func readOffersHint(name, provider string, r io.Reader, rows int) ([]gpuwarden.O
 type table struct {
 	name   string
 	format format
-	r      *csv.Reader
+	r      *csvRows
 	cols   []string       // header names as written, for messages
 	idx    map[string]int // lower-case header name → column
 	rec    []string       // the current row; reused between rows
-	// rowsHint is how many rows the file has, when the caller counted.
+	// rowsHint is about how many rows the file has, so that offers are
+	// allocated once instead of grown and copied.
 	rowsHint int
 }
 
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+const utf8BOM = "\xEF\xBB\xBF"
 
-func openTable(name string, r io.Reader) (*table, error) {
-	t, err := readHeader(name, r, acceptedFormats)
+func openTable(name, data string) (*table, error) {
+	t, err := readHeader(name, data, acceptedFormats)
 	if err != nil {
 		return nil, err
 	}
@@ -145,25 +171,23 @@ func openTable(name string, r io.Reader) (*table, error) {
 	return t, nil
 }
 
-// readHeader starts reading a CSV and indexes its header row.
-func readHeader(name string, r io.Reader, hint string) (*table, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	// Excel writes a byte-order mark; encoding/csv would keep it as part of
-	// the first header name, or choke on it before a quote.
-	if b, _ := br.Peek(len(utf8BOM)); bytes.Equal(b, utf8BOM) {
-		_, _ = br.Discard(len(utf8BOM))
-	}
-	cr := csv.NewReader(br)
-	cr.FieldsPerRecord = -1 // checked per row, to point at the row in our words
-	cr.ReuseRecord = true
-	t := &table{name: name, r: cr}
-	hdr, err := cr.Read()
-	if err == io.EOF {
-		return nil, invalid(hint, "%s: empty file: expected a header row of %s", name, acceptedFormats)
-	}
+// readHeader starts reading a CSV and indexes its header row. Rows are
+// checked for their field count one by one, to point at the row in our
+// words.
+func readHeader(name, data, hint string) (*table, error) {
+	// Excel writes a byte-order mark, which would otherwise be part of the
+	// first header name, or an error before a quote.
+	data = strings.TrimPrefix(data, utf8BOM)
+	t := &table{name: name, r: newCSVRows(data)}
+	hdr, ok, err := t.r.read()
 	if err != nil {
 		return nil, t.readErr(err, hint)
 	}
+	if !ok {
+		return nil, invalid(hint, "%s: empty file: expected a header row of %s", name, acceptedFormats)
+	}
+	t.rowsHint = estimateRows(data[t.r.off:])
+
 	t.cols = make([]string, len(hdr))
 	t.idx = make(map[string]int, len(hdr))
 	for i, h := range hdr {
@@ -179,6 +203,53 @@ func readHeader(name string, r io.Reader, hint string) (*table, error) {
 		t.idx[key] = i
 	}
 	return t, nil
+}
+
+// rowChunk is a piece of a file's rows, cut after a line break.
+type rowChunk struct {
+	data       string
+	lineBefore int // the number of the line before the piece
+	lines      int // the most rows it can hold: its line breaks, plus one
+}
+
+// minSplit is the smallest rest of a file worth reading in pieces.
+const minSplit = 1 << 20
+
+// splitRows cuts the rows after t's header into a piece per processor, for
+// a file big enough to pay and without a quote, so that every line break
+// ends a row; nil otherwise.
+func splitRows(t *table) []rowChunk {
+	rest := t.r.data[t.r.off:]
+	n := runtime.GOMAXPROCS(0)
+	if n < 2 || len(rest) < minSplit || strings.IndexByte(rest, '"') >= 0 {
+		return nil
+	}
+	chunks := make([]rowChunk, 0, n)
+	line := t.r.numLine
+	for i := 0; i < n && rest != ""; i++ {
+		cut := len(rest)
+		if size := len(rest) / (n - i); i < n-1 {
+			if j := strings.IndexByte(rest[size:], '\n'); j >= 0 {
+				cut = size + j + 1
+			}
+		}
+		breaks := strings.Count(rest[:cut], "\n")
+		chunks = append(chunks, rowChunk{data: rest[:cut], lineBefore: line, lines: breaks + 1})
+		line += breaks
+		rest = rest[cut:]
+	}
+	return chunks
+}
+
+// estimateRows guesses how many lines rest has from the line breaks in its
+// first 64 KiB, a tenth over so that the guess seldom falls short.
+func estimateRows(rest string) int {
+	sample := rest[:min(len(rest), 64<<10)]
+	n := strings.Count(sample, "\n") + 1
+	if len(sample) == len(rest) {
+		return n
+	}
+	return int(float64(n)*float64(len(rest))/float64(len(sample))*1.1) + 1
 }
 
 // detectFormat names the layout from columns only one of the three has.
@@ -210,15 +281,15 @@ func (t *table) col(key string) int {
 // after it one column on, or, when it is the last column, be read as text
 // with half a price in it.
 func (t *table) next() (bool, error) {
-	rec, err := t.r.Read()
-	if err == io.EOF {
-		return false, nil
-	}
+	rec, ok, err := t.r.read()
 	if err != nil {
 		return false, t.readErr(err, formats[t.format].hint)
 	}
+	if !ok {
+		return false, nil
+	}
 	if len(rec) != len(t.cols) {
-		line, _ := t.r.FieldPos(0)
+		line := t.r.pos[0].line
 		hint := "quote a field that holds a comma (\"a, b\"), and give every row one field per column, empty ones too"
 		if h := formats[t.format].hint; h != "" {
 			hint += "; " + h
@@ -236,22 +307,25 @@ func (t *table) cell(i int) string {
 	if i < 0 {
 		return ""
 	}
-	return strings.TrimSpace(t.rec[i])
+	s := t.rec[i]
+	// Most cells have no space at either end: test the two bytes before
+	// calling TrimSpace, which was a tenth of reading a big file.
+	if s == "" || (s[0] > ' ' && s[0] < utf8.RuneSelf && s[len(s)-1] > ' ' && s[len(s)-1] < utf8.RuneSelf) {
+		return s
+	}
+	return strings.TrimSpace(s)
 }
 
 // line is the line the current row starts on.
-func (t *table) line() int {
-	l, _ := t.r.FieldPos(0)
-	return l
-}
+func (t *table) line() int { return t.r.pos[0].line }
 
 // origin names the current row for Offer.Origin.
-func (t *table) origin() string { return t.name + ":" + strconv.Itoa(t.line()) }
+func (t *table) origin() gpuwarden.Origin { return gpuwarden.Origin{File: t.name, Line: t.line()} }
 
 // cellErr reports a bad cell as NAME:LINE:COL: column NAME: …, COL counting
 // columns from 1.
 func (t *table) cellErr(i int, format string, args ...any) error {
-	line, _ := t.r.FieldPos(i)
+	line := t.r.pos[i].line
 	msg := fmt.Sprintf(format, args...)
 	return invalid(formats[t.format].hint, "%s:%d:%d: column %s: %s", t.name, line, i+1, cut(t.cols[i]), msg)
 }
@@ -417,6 +491,16 @@ func (c *counted) add(line int) {
 	c.n++
 	if len(c.lines) < 5 {
 		c.lines = append(c.lines, line)
+	}
+}
+
+// join adds the count of a later piece of the same file.
+func (c *counted) join(later counted) {
+	c.n += later.n
+	for _, l := range later.lines {
+		if len(c.lines) < 5 {
+			c.lines = append(c.lines, l)
+		}
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -280,7 +283,7 @@ func TestReadOffersFormats(t *testing.T) {
 				if tt.wantProvider != "" && o.Provider != tt.wantProvider {
 					t.Errorf("%s: provider %q, want %q", o.Origin, o.Provider, tt.wantProvider)
 				}
-				if o.Source == "" || o.Origin == "" || o.Currency == "" {
+				if o.Source == "" || o.Origin.IsZero() || o.Currency == "" {
 					t.Errorf("offer without source, origin or currency: %+v", o)
 				}
 			}
@@ -305,7 +308,7 @@ func TestReadOffersOwnDetails(t *testing.T) {
 		{"currency", string(offers[0].Currency), "USD"},
 		{"as_of", offers[0].AsOf, "2026-10-01"},
 		{"source with a quoted comma", offers[0].Source, "aws.amazon.com/ec2/pricing, read by hand"},
-		{"origin", offers[0].Origin, "testdata/own/prices.csv:2"},
+		{"origin", offers[0].Origin.String(), "testdata/own/prices.csv:2"},
 		{"undated as_of", offers[1].AsOf, ""},
 		{"currency EUR", string(offers[1].Currency), "EUR"},
 	}
@@ -568,5 +571,68 @@ func TestQuoted(t *testing.T) {
 		if got := quoted(tt.in); got != tt.want {
 			t.Errorf("quoted(%.20q…) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// readSequential parses with one processor, so that splitRows declines.
+func readSequential(name, data string) ([]gpuwarden.Offer, []string, error) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	return parseOffers(name, "", data)
+}
+
+// A big own-format file read in pieces gives what one pass gives: offers
+// in order with their lines, warnings counting every piece (their first
+// lines in order), and the first error of the file, not of a piece.
+func TestOwnInPiecesMatchesOnePass(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("provider,region,country,instance,gpu,gpu_count,vram_gb_per_gpu,currency,on_demand_hourly,spot_hourly,monthly,as_of,source\r\n")
+	for i := 0; b.Len() < 3*minSplit; i++ {
+		switch {
+		case i%5000 == 17:
+			b.WriteString("\n") // an empty line takes no row
+		case i%7000 == 3:
+			fmt.Fprintf(&b, "lambda,nowhere-%d,,x,A10,1,,USD,0.75,,,,\n", i) // undated, no country
+		default:
+			fmt.Fprintf(&b, "aws,us-east-1,US,box-%d,H100-SXM,%d,80,USD,%d.5,,,2026-11,bench\r\n", i, 1<<(i%4), 1+i%90)
+		}
+	}
+	good := b.String()
+	if !strings.Contains(good, "box-40000,") {
+		t.Fatal("the file is too short for the late error")
+	}
+	cases := map[string]string{
+		"good": good,
+		// Errors near the end and near the start: the first one is told.
+		"two errors": strings.Replace(strings.Replace(good, "box-10,H100-SXM,", "box-10,H100-SXM,x", 1),
+			"box-40000,H100-SXM,", "box-40000,H100-SXM,y", 1),
+		"error late": strings.Replace(good, "box-40000,H100-SXM,", "box-40000,H100-SXM,y", 1),
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if runtime.GOMAXPROCS(0) < 2 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+			}
+			tbl, err := openTable("big.csv", data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chunks := splitRows(tbl); len(chunks) < 2 {
+				t.Fatalf("%d pieces: the parallel path is not taken", len(chunks))
+			}
+			want, wantWarns, wantErr := readSequential("big.csv", data)
+			if (wantErr == nil) != (name == "good") || (name == "good" && len(wantWarns) != 2) {
+				t.Fatalf("the case does not test what it says: %v, warnings %q", wantErr, wantWarns)
+			}
+			got, gotWarns, gotErr := parseOffers("big.csv", "", data)
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("got error %v, want %v", gotErr, wantErr)
+			}
+			if !reflect.DeepEqual(gotWarns, wantWarns) {
+				t.Errorf("got warnings %q, want %q", gotWarns, wantWarns)
+			}
+			if len(got) != len(want) || !reflect.DeepEqual(got, want) {
+				t.Errorf("got %d offers, want %d; equal: %v", len(got), len(want), reflect.DeepEqual(got, want))
+			}
+		})
 	}
 }

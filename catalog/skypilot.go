@@ -385,7 +385,7 @@ type gcpAccel struct {
 	price, spot       gpuwarden.Micros
 	sizeMiB, totalMiB float64
 	line              int
-	origin            string
+	origin            gpuwarden.Origin
 }
 
 // addHost keeps a GCP machine-type row for pairing with accelerator rows.

@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -22,15 +21,36 @@ func Stale(c *gpuwarden.Catalog, now time.Time, maxAge time.Duration) []string {
 		asOf string
 	}
 	latest := map[group]newest{}
-	for _, o := range c.Offers {
+	// Rows repeat one date and one provider: parse each run's date once,
+	// and fold in a row only when it differs from the one before.
+	type folded struct {
+		g    group
+		asOf string
+	}
+	var (
+		at   time.Time
+		ok   bool
+		last folded
+	)
+	for i := range c.Offers {
+		o := &c.Offers[i]
 		if o.AsOf == "" {
 			continue
 		}
-		at, err := gpuwarden.ParseAsOf(o.AsOf)
-		if err != nil {
+		if o.AsOf != last.asOf {
+			var err error
+			at, err = gpuwarden.ParseAsOf(o.AsOf)
+			ok = err == nil
+		}
+		f := folded{group{file: o.Origin.File, provider: o.Provider}, o.AsOf}
+		if f == last {
 			continue
 		}
-		g := group{file: originFile(o.Origin), provider: o.Provider}
+		last = f
+		if !ok {
+			continue
+		}
+		g := f.g
 		if cur, ok := latest[g]; !ok || at.After(cur.at) {
 			latest[g] = newest{at: at, asOf: o.AsOf}
 		}
@@ -60,12 +80,4 @@ func Stale(c *gpuwarden.Catalog, now time.Time, maxAge time.Duration) []string {
 		out = append(out, fmt.Sprintf("prices of %s in %s are from %s, %d days old: refresh the file", g.provider, g.file, n.asOf, days))
 	}
 	return out
-}
-
-// originFile strips the line number from Offer.Origin ("aws.csv:12").
-func originFile(origin string) string {
-	if i := strings.LastIndexByte(origin, ':'); i >= 0 {
-		return origin[:i]
-	}
-	return origin
 }

@@ -10,7 +10,11 @@ import (
 
 func TestStale(t *testing.T) {
 	offer := func(provider, asOf, origin string) gpuwarden.Offer {
-		return gpuwarden.Offer{Provider: provider, AsOf: asOf, Origin: origin}
+		o := gpuwarden.Offer{Provider: provider, AsOf: asOf}
+		if err := o.Origin.UnmarshalText([]byte(origin)); err != nil {
+			t.Fatal(err)
+		}
+		return o
 	}
 	cat := &gpuwarden.Catalog{Offers: []gpuwarden.Offer{
 		offer("aws", "2026-07", embeddedPrices+":2"),

@@ -65,6 +65,7 @@ func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded 
 	opt := catalog.Options{Files: files, Embedded: embedded, Now: now}
 	if f.dataDir != nil {
 		opt.StoreDir = filepath.Join(f.dataDir(), "catalogs")
+		opt.CacheDir = filepath.Join(f.dataDir(), "cache")
 	}
 	cat, err := catalog.LoadWith(opt)
 	if err != nil {

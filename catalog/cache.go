@@ -1,0 +1,453 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gpuwarden/gpuwarden"
+)
+
+// The parsed-catalog cache keeps what a big price file parsed to in
+// DATA_DIR/cache, named by a hash of the file's content, of the name and
+// provider it was read as (offers carry both) and of the gpuwarden binary
+// that parsed it: an unchanged file is not parsed twice, and a changed
+// file, or a new gpuwarden, is never served an old parse.
+const (
+	cacheMagic = "gpuwarden parsed catalog\n"
+	// cacheVersion changes with the cache's layout.
+	cacheVersion = 1
+	// minCachedFile is the smallest file worth caching: below a megabyte
+	// (some 14,000 rows) parsing takes under 5 ms.
+	minCachedFile = 1 << 20
+	// maxCacheFiles is how many parsed catalogs are kept, the least
+	// recently used going first.
+	maxCacheFiles = 8
+	// staleTempAge is the age past which a temporary file of an
+	// interrupted write is removed.
+	staleTempAge = time.Hour
+	// minEncodedOffer is the fewest bytes an offer takes in the cache
+	// (eight string indexes, a length, three floats, six varints), which
+	// bounds what a damaged count can make the reader allocate.
+	minEncodedOffer = 8 + 1 + 3*8 + 6
+)
+
+var (
+	cacheName     = regexp.MustCompile(`^catalog-[0-9a-f]{64}\.bin$`)
+	cacheTempName = regexp.MustCompile(`^catalog-[0-9a-f]{64}\.bin\.[0-9]+\.tmp$`)
+	crcTable      = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// parseCache is the cache in one folder; the zero value caches nothing.
+type parseCache struct{ dir string }
+
+// binaryIdentity names the running binary by its path, size and
+// modification time, so that a rebuilt or upgraded gpuwarden, whose
+// readers may parse differently, does not read its predecessor's cache.
+// ok is false when the binary cannot be found: then nothing is cached.
+var binaryIdentity = sync.OnceValues(func() (string, bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return "", false
+	}
+	id := fmt.Sprintf("%s %d %d", exe, fi.Size(), fi.ModTime().UnixNano())
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		id += " " + bi.Main.Version
+	}
+	return id, true
+})
+
+// key names the cache entry of a file's content read as name and provider.
+func (c parseCache) key(name, provider string, content [sha256.Size]byte) (string, bool) {
+	id, ok := binaryIdentity()
+	if !ok {
+		return "", false
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s%d\x00%s\x00%s\x00%s\x00", cacheMagic, cacheVersion, id, provider, name)
+	h.Write(content[:])
+	return hex.EncodeToString(h.Sum(nil)), true
+}
+
+// usable says whether the folder can hold the cache: absent (it is made
+// on the first write) or a real directory, never a link out of DATA_DIR.
+func (c parseCache) usable() bool {
+	if c.dir == "" {
+		return false
+	}
+	fi, err := os.Lstat(c.dir)
+	return errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir())
+}
+
+// readFile is the package's readFile through the cache: the file is
+// hashed first, and parsed only when no entry has its content.
+func (c parseCache) readFile(name string) ([]gpuwarden.Offer, []string, error) {
+	if content, size, ok := c.hashFile(name); ok {
+		if offers, warns, ok := c.lookup(name, "", content, size); ok {
+			return offers, warns, nil
+		}
+	}
+	data, err := readPriceFile(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	offers, warns, err := parseOffers(name, "", data)
+	if err != nil {
+		return nil, nil, err // a bad file is not cached: it is read, and reported, anew
+	}
+	// The content parsed is hashed again, since the file may have changed
+	// since it was first hashed.
+	c.store(name, "", sha256.Sum256(unsafe.Slice(unsafe.StringData(data), len(data))), len(data), offers, warns)
+	return offers, warns, nil
+}
+
+// hashFile hashes a file big enough to be cached, reading it in pieces:
+// on a hit, the file is never held whole. ok is false for one too small,
+// or with no cache to look in.
+func (c parseCache) hashFile(name string) (content [sha256.Size]byte, size int, ok bool) {
+	if !c.usable() {
+		return content, 0, false
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return content, 0, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < minCachedFile || fi.Size() > maxPriceFile {
+		return content, 0, false
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return content, 0, false
+	}
+	h.Sum(content[:0])
+	return content, int(n), true
+}
+
+func (c parseCache) path(key string) string { return filepath.Join(c.dir, "catalog-"+key+".bin") }
+
+// lookup returns the cached parse of a file of size bytes with this
+// content, if there is one. Any fault (a damaged or foreign file) is a
+// miss, logged.
+func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, size int) ([]gpuwarden.Offer, []string, bool) {
+	if size < minCachedFile || !c.usable() {
+		return nil, nil, false
+	}
+	key, ok := c.key(name, provider, content)
+	if !ok {
+		return nil, nil, false
+	}
+	p := c.path(key)
+	offers, warns, err := readCacheFile(p, key)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			slog.Debug("catalog cache: entry not used", "file", p, "err", err)
+		}
+		return nil, nil, false
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // most recently used
+	return offers, warns, true
+}
+
+// store keeps the parse of a file of size bytes with this content, read as
+// name and provider. A cache that cannot be written is logged and left:
+// the parse is what matters.
+func (c parseCache) store(name, provider string, content [sha256.Size]byte, size int, offers []gpuwarden.Offer, warns []string) {
+	if size < minCachedFile || !c.usable() {
+		return
+	}
+	key, ok := c.key(name, provider, content)
+	if !ok {
+		return
+	}
+	if err := c.write(key, encodeCache(key, offers, warns)); err != nil {
+		slog.Debug("catalog cache: not stored", "dir", c.dir, "err", err)
+	}
+}
+
+func (c parseCache) write(key string, b []byte) error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	final := c.path(key)
+	tmp := final + "." + strconv.Itoa(os.Getpid()) + ".tmp"
+	// O_EXCL: a link planted at the temporary name is refused, not followed.
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, final)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	c.evict()
+	return nil
+}
+
+// evict keeps the maxCacheFiles most recently used entries and removes
+// temporary files that an interrupted write left. It removes only regular
+// files with the names this cache gives, never what a link points to.
+func (c parseCache) evict() {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return
+	}
+	type entry struct {
+		name string
+		used time.Time
+	}
+	var kept []entry
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		switch {
+		case cacheName.MatchString(e.Name()):
+			kept = append(kept, entry{e.Name(), fi.ModTime()})
+		case cacheTempName.MatchString(e.Name()) && time.Since(fi.ModTime()) > staleTempAge:
+			_ = os.Remove(filepath.Join(c.dir, e.Name()))
+		}
+	}
+	if len(kept) <= maxCacheFiles {
+		return
+	}
+	slices.SortFunc(kept, func(a, b entry) int { return b.used.Compare(a.used) })
+	for _, e := range kept[maxCacheFiles:] {
+		_ = os.Remove(filepath.Join(c.dir, e.name))
+	}
+}
+
+// encodeCache lays out a parse: magic, version, key, a table of the
+// distinct strings, the warnings and the offers (strings as indexes into
+// the table, the instance name in line, numbers as varints and floats),
+// and a CRC-32C of all that.
+func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
+	var (
+		ids  = map[string]uint64{}
+		strs []string
+		// last holds each field's previous string and index: neighbouring
+		// rows mostly share a provider, a date, a source, and a map lookup
+		// per field was most of the encoding.
+		last [8]struct {
+			s  string
+			id uint64
+		}
+	)
+	id := func(s string) uint64 {
+		i, ok := ids[s]
+		if !ok {
+			i = uint64(len(strs))
+			ids[s] = i
+			strs = append(strs, s)
+		}
+		return i
+	}
+	body := make([]byte, 0, len(offers)*(minEncodedOffer+16))
+	body = binary.AppendUvarint(body, uint64(len(warns)))
+	for _, w := range warns {
+		body = binary.AppendUvarint(body, id(w))
+	}
+	body = binary.AppendUvarint(body, uint64(len(offers)))
+	for i := range offers {
+		o := &offers[i]
+		for f, s := range [...]string{o.Provider, o.Region, o.Country, o.GPU, string(o.Currency), o.AsOf, o.Source, o.Origin.File} {
+			if s != last[f].s || i == 0 {
+				last[f].s, last[f].id = s, id(s)
+			}
+			body = binary.AppendUvarint(body, last[f].id)
+		}
+		// Instance names are often one per row: in line, not in the table.
+		body = binary.AppendUvarint(body, uint64(len(o.Instance)))
+		body = append(body, o.Instance...)
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.GPUCount))
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.VRAMGBPerGPU))
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.RAMGB))
+		body = binary.AppendVarint(body, int64(o.VCPUs))
+		body = binary.AppendVarint(body, int64(o.OnDemandHourly))
+		body = binary.AppendVarint(body, int64(o.SpotHourly))
+		body = binary.AppendVarint(body, int64(o.Monthly))
+		body = binary.AppendVarint(body, int64(o.Zones))
+		body = binary.AppendVarint(body, int64(o.Origin.Line))
+	}
+	size := len(strs) * 2
+	for _, s := range strs {
+		size += len(s)
+	}
+	b := make([]byte, 0, len(cacheMagic)+len(key)+16+size+len(body)+4)
+	b = append(b, cacheMagic...)
+	b = binary.AppendUvarint(b, cacheVersion)
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(strs)))
+	for _, s := range strs {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = append(b, body...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+var errCacheDamaged = errors.New("damaged cache entry")
+
+// readCacheFile reads an entry written by encodeCache. The strings of the
+// offers are substrings of the file's bytes, read once and never changed.
+func readCacheFile(path, key string) ([]gpuwarden.Offer, []string, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > 2*maxPriceFile {
+		return nil, nil, fmt.Errorf("%s: not a cache entry", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	b := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, nil, err
+	}
+	return decodeCache(b, key)
+}
+
+// decodeCache reads encodeCache's layout; b must not change afterwards.
+func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
+	if len(b) < 4 || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], crcTable) {
+		return nil, nil, errCacheDamaged
+	}
+	r := cacheReader{b: b[:len(b)-4]}
+	if !r.literal(cacheMagic) || r.uvarint() != cacheVersion || !r.literal(key) {
+		return nil, nil, fmt.Errorf("%w: another version or key", errCacheDamaged)
+	}
+	strs := make([]string, r.count(1))
+	for i := range strs {
+		strs[i] = r.bytes(int(r.count(1)))
+	}
+	warns := make([]string, r.count(1))
+	for i := range warns {
+		warns[i] = r.str(strs)
+	}
+	offers := make([]gpuwarden.Offer, r.count(minEncodedOffer))
+	for i := range offers {
+		o := &offers[i]
+		o.Provider, o.Region, o.Country, o.GPU = r.str(strs), r.str(strs), r.str(strs), r.str(strs)
+		o.Currency, o.AsOf, o.Source, o.Origin.File = gpuwarden.Currency(r.str(strs)), r.str(strs), r.str(strs), r.str(strs)
+		o.Instance = r.bytes(int(r.count(1)))
+		o.GPUCount, o.VRAMGBPerGPU, o.RAMGB = r.float(), r.float(), r.float()
+		o.VCPUs = int(r.varint())
+		o.OnDemandHourly, o.SpotHourly, o.Monthly = gpuwarden.Micros(r.varint()), gpuwarden.Micros(r.varint()), gpuwarden.Micros(r.varint())
+		o.Zones, o.Origin.Line = int(r.varint()), int(r.varint())
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, nil, errCacheDamaged
+	}
+	return offers, warns, nil
+}
+
+// cacheReader reads the cache's layout; the first fault sticks in err and
+// every later read returns zero, so a damaged entry cannot panic or loop.
+type cacheReader struct {
+	b   []byte
+	err error
+}
+
+func (r *cacheReader) fail() { r.err, r.b = errCacheDamaged, nil }
+
+func (r *cacheReader) literal(s string) bool {
+	if len(r.b) < len(s) || string(r.b[:len(s)]) != s {
+		r.fail()
+		return false
+	}
+	r.b = r.b[len(s):]
+	return true
+}
+
+func (r *cacheReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
+
+func (r *cacheReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+func readVarint[T uint64 | int64](r *cacheReader, decode func([]byte) (T, int)) T {
+	v, n := decode(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a count of items of at least each bytes, refusing one that
+// the bytes left cannot hold.
+func (r *cacheReader) count(each int) uint64 {
+	n := r.uvarint()
+	if n > uint64(len(r.b)/each) {
+		r.fail()
+		return 0
+	}
+	return n
+}
+
+func (r *cacheReader) fixed() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *cacheReader) float() float64 { return math.Float64frombits(r.fixed()) }
+
+func (r *cacheReader) bytes(n int) string {
+	if n > len(r.b) {
+		r.fail()
+		return ""
+	}
+	s := unsafe.String(unsafe.SliceData(r.b), n)
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *cacheReader) str(strs []string) string {
+	i := r.uvarint()
+	if i >= uint64(len(strs)) {
+		r.fail()
+		return ""
+	}
+	return strs[i]
+}
