@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -36,6 +37,9 @@ const (
 	// minCachedFile is the smallest file worth caching: below a megabyte
 	// (some 14,000 rows) parsing takes under 5 ms.
 	minCachedFile = 1 << 20
+	// cacheBlock is how many offers a block of the layout holds; blocks
+	// are read in parallel.
+	cacheBlock = 1 << 14
 	// maxCacheFiles is how many parsed catalogs are kept, the least
 	// recently used going first.
 	maxCacheFiles = 8
@@ -276,33 +280,48 @@ func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
 		}
 		return i
 	}
-	body := make([]byte, 0, len(offers)*(minEncodedOffer+16))
+	var body []byte
 	body = binary.AppendUvarint(body, uint64(len(warns)))
 	for _, w := range warns {
 		body = binary.AppendUvarint(body, id(w))
 	}
 	body = binary.AppendUvarint(body, uint64(len(offers)))
+	blocks := make([]byte, 0, len(offers)*(minEncodedOffer+16))
+	var blockEnds []int
 	for i := range offers {
+		if i > 0 && i%cacheBlock == 0 {
+			blockEnds = append(blockEnds, len(blocks))
+		}
 		o := &offers[i]
 		for f, s := range [...]string{o.Provider, o.Region, o.Country, o.GPU, string(o.Currency), o.AsOf, o.Source, o.Origin.File} {
 			if s != last[f].s || i == 0 {
 				last[f].s, last[f].id = s, id(s)
 			}
-			body = binary.AppendUvarint(body, last[f].id)
+			blocks = binary.AppendUvarint(blocks, last[f].id)
 		}
 		// Instance names are often one per row: in line, not in the table.
-		body = binary.AppendUvarint(body, uint64(len(o.Instance)))
-		body = append(body, o.Instance...)
-		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.GPUCount))
-		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.VRAMGBPerGPU))
-		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.RAMGB))
-		body = binary.AppendVarint(body, int64(o.VCPUs))
-		body = binary.AppendVarint(body, int64(o.OnDemandHourly))
-		body = binary.AppendVarint(body, int64(o.SpotHourly))
-		body = binary.AppendVarint(body, int64(o.Monthly))
-		body = binary.AppendVarint(body, int64(o.Zones))
-		body = binary.AppendVarint(body, int64(o.Origin.Line))
+		blocks = binary.AppendUvarint(blocks, uint64(len(o.Instance)))
+		blocks = append(blocks, o.Instance...)
+		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.GPUCount))
+		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.VRAMGBPerGPU))
+		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.RAMGB))
+		blocks = binary.AppendVarint(blocks, int64(o.VCPUs))
+		blocks = binary.AppendVarint(blocks, int64(o.OnDemandHourly))
+		blocks = binary.AppendVarint(blocks, int64(o.SpotHourly))
+		blocks = binary.AppendVarint(blocks, int64(o.Monthly))
+		blocks = binary.AppendVarint(blocks, int64(o.Zones))
+		blocks = binary.AppendVarint(blocks, int64(o.Origin.Line))
 	}
+	if len(offers) > 0 {
+		blockEnds = append(blockEnds, len(blocks))
+	}
+	// Each block's length first, so that the blocks can be read at once.
+	start := 0
+	for _, end := range blockEnds {
+		body = binary.AppendUvarint(body, uint64(end-start))
+		start = end
+	}
+	body = append(body, blocks...)
 	size := len(strs) * 2
 	for _, s := range strs {
 		size += len(s)
@@ -355,27 +374,56 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 	}
 	strs := make([]string, r.count(1))
 	for i := range strs {
-		strs[i] = r.bytes(int(r.count(1)))
+		strs[i] = r.text(int(r.count(1)))
 	}
 	warns := make([]string, r.count(1))
 	for i := range warns {
 		warns[i] = r.str(strs)
 	}
 	offers := make([]gpuwarden.Offer, r.count(minEncodedOffer))
-	for i := range offers {
-		o := &offers[i]
+	blocks := make([]cacheReader, (len(offers)+cacheBlock-1)/cacheBlock)
+	sizes := make([]int, len(blocks))
+	for i := range sizes {
+		sizes[i] = int(r.count(1))
+	}
+	for i := range blocks {
+		blocks[i].b = r.raw(sizes[i])
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, nil, errCacheDamaged
+	}
+	// Blocks are read at once, a share per processor: writing a million
+	// offers is most of a cached read, and it splits.
+	workers := min(runtime.GOMAXPROCS(0), len(blocks))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(blocks); i += workers {
+				blocks[i].offers(offers[i*cacheBlock:min((i+1)*cacheBlock, len(offers))], strs)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range blocks {
+		if blocks[i].err != nil || len(blocks[i].b) != 0 {
+			return nil, nil, errCacheDamaged
+		}
+	}
+	return offers, warns, nil
+}
+
+// offers reads a block into out, which has room for exactly its offers.
+func (r *cacheReader) offers(out []gpuwarden.Offer, strs []string) {
+	for i := range out {
+		o := &out[i]
 		o.Provider, o.Region, o.Country, o.GPU = r.str(strs), r.str(strs), r.str(strs), r.str(strs)
 		o.Currency, o.AsOf, o.Source, o.Origin.File = gpuwarden.Currency(r.str(strs)), r.str(strs), r.str(strs), r.str(strs)
-		o.Instance = r.bytes(int(r.count(1)))
+		o.Instance = r.text(int(r.count(1)))
 		o.GPUCount, o.VRAMGBPerGPU, o.RAMGB = r.float(), r.float(), r.float()
 		o.VCPUs = int(r.varint())
 		o.OnDemandHourly, o.SpotHourly, o.Monthly = gpuwarden.Micros(r.varint()), gpuwarden.Micros(r.varint()), gpuwarden.Micros(r.varint())
 		o.Zones, o.Origin.Line = int(r.varint()), int(r.varint())
 	}
-	if r.err != nil || len(r.b) != 0 {
-		return nil, nil, errCacheDamaged
-	}
-	return offers, warns, nil
 }
 
 // cacheReader reads the cache's layout; the first fault sticks in err and
@@ -433,14 +481,21 @@ func (r *cacheReader) fixed() uint64 {
 
 func (r *cacheReader) float() float64 { return math.Float64frombits(r.fixed()) }
 
-func (r *cacheReader) bytes(n int) string {
+// raw returns the next n bytes.
+func (r *cacheReader) raw(n int) []byte {
 	if n > len(r.b) {
 		r.fail()
-		return ""
+		return nil
 	}
-	s := unsafe.String(unsafe.SliceData(r.b), n)
+	b := r.b[:n:n]
 	r.b = r.b[n:]
-	return s
+	return b
+}
+
+// text returns the next n bytes as a string that shares them.
+func (r *cacheReader) text(n int) string {
+	b := r.raw(n)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func (r *cacheReader) str(strs []string) string {

@@ -230,3 +230,21 @@ func FuzzDecodeCache(f *testing.F) {
 		}
 	})
 }
+
+// Offers past one block are read back in order, whatever block they are in.
+func TestCacheLayoutRoundTripOverBlocks(t *testing.T) {
+	offers := make([]gpuwarden.Offer, 3*cacheBlock+5)
+	for i := range offers {
+		offers[i] = gpuwarden.Offer{Provider: []string{"aws", "gcp"}[i%2], Region: fmt.Sprintf("r%d", i%7),
+			Instance: fmt.Sprintf("box-%d", i), GPU: "H100-SXM", GPUCount: float64(1 + i%8), VRAMGBPerGPU: 80,
+			Currency: "USD", OnDemandHourly: gpuwarden.Micros(i), Origin: gpuwarden.Origin{File: "big.csv", Line: i + 2}}
+	}
+	key := fmt.Sprintf("%064x", 3)
+	got, _, err := decodeCache(encodeCache(key, offers, nil), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, offers) {
+		t.Errorf("round trip over %d blocks changed the offers", (len(offers)+cacheBlock-1)/cacheBlock)
+	}
+}
