@@ -49,6 +49,7 @@ cheaper of on-demand and spot, in the offer's own currency.
 			if f.MinVRAMGB < 0 {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--min-vram: must be 0 or more, got %g", f.MinVRAMGB)
 			}
+			defer pricingGC()()
 			cat, err := cats.load(a.now())
 			if err != nil {
 				return err

@@ -66,6 +66,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			p := pf.Plan
+			defer pricingGC()()
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
 			if err != nil {
 				return err
