@@ -38,7 +38,7 @@ const (
 	// (some 14,000 rows) parsing takes under 5 ms.
 	minCachedFile = 1 << 20
 	// cacheBlock is how many offers a block of the layout holds; blocks
-	// are read in parallel.
+	// are written and read in parallel.
 	cacheBlock = 1 << 14
 	// maxCacheFiles is how many parsed catalogs are kept, the least
 	// recently used going first.
@@ -255,11 +255,59 @@ func (c parseCache) evict() {
 	}
 }
 
-// encodeCache lays out a parse: magic, version, key, a table of the
-// distinct strings, the warnings and the offers (strings as indexes into
-// the table, the instance name in line, numbers as varints and floats),
-// and a CRC-32C of all that.
+// encodeCache lays out a parse: magic, version, key, the warnings, the
+// offer count, each block's length, the blocks, and a CRC-32C of all that.
+// A block holds cacheBlock offers and a table of the strings they use
+// (the instance name in line, as it is often one per row; numbers as
+// varints and floats), so that blocks are written and read a share per
+// processor.
 func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
+	blocks := make([][]byte, (len(offers)+cacheBlock-1)/cacheBlock)
+	forEachShare(len(blocks), func(i int) {
+		blocks[i] = encodeBlock(offers[i*cacheBlock : min((i+1)*cacheBlock, len(offers))])
+	})
+	size := len(cacheMagic) + len(key) + 32
+	for _, w := range warns {
+		size += len(w) + 2
+	}
+	for _, bl := range blocks {
+		size += len(bl) + 4
+	}
+	b := make([]byte, 0, size)
+	b = append(b, cacheMagic...)
+	b = binary.AppendUvarint(b, cacheVersion)
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(warns)))
+	for _, w := range warns {
+		b = binary.AppendUvarint(b, uint64(len(w)))
+		b = append(b, w...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(offers)))
+	for _, bl := range blocks {
+		b = binary.AppendUvarint(b, uint64(len(bl)))
+	}
+	for _, bl := range blocks {
+		b = append(b, bl...)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// forEachShare calls do for 0..n-1, a share of them per processor.
+func forEachShare(n int, do func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// encodeBlock writes a block: its string table, then its offers.
+func encodeBlock(offers []gpuwarden.Offer) []byte {
 	var (
 		ids  = map[string]uint64{}
 		strs []string
@@ -271,72 +319,40 @@ func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
 			id uint64
 		}
 	)
-	id := func(s string) uint64 {
-		i, ok := ids[s]
-		if !ok {
-			i = uint64(len(strs))
-			ids[s] = i
-			strs = append(strs, s)
-		}
-		return i
-	}
-	var body []byte
-	body = binary.AppendUvarint(body, uint64(len(warns)))
-	for _, w := range warns {
-		body = binary.AppendUvarint(body, id(w))
-	}
-	body = binary.AppendUvarint(body, uint64(len(offers)))
-	blocks := make([]byte, 0, len(offers)*(minEncodedOffer+16))
-	var blockEnds []int
+	body := make([]byte, 0, len(offers)*(minEncodedOffer+16))
 	for i := range offers {
-		if i > 0 && i%cacheBlock == 0 {
-			blockEnds = append(blockEnds, len(blocks))
-		}
 		o := &offers[i]
 		for f, s := range [...]string{o.Provider, o.Region, o.Country, o.GPU, string(o.Currency), o.AsOf, o.Source, o.Origin.File} {
 			if s != last[f].s || i == 0 {
-				last[f].s, last[f].id = s, id(s)
+				id, ok := ids[s]
+				if !ok {
+					id = uint64(len(strs))
+					ids[s] = id
+					strs = append(strs, s)
+				}
+				last[f].s, last[f].id = s, id
 			}
-			blocks = binary.AppendUvarint(blocks, last[f].id)
+			body = binary.AppendUvarint(body, last[f].id)
 		}
-		// Instance names are often one per row: in line, not in the table.
-		blocks = binary.AppendUvarint(blocks, uint64(len(o.Instance)))
-		blocks = append(blocks, o.Instance...)
-		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.GPUCount))
-		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.VRAMGBPerGPU))
-		blocks = binary.LittleEndian.AppendUint64(blocks, math.Float64bits(o.RAMGB))
-		blocks = binary.AppendVarint(blocks, int64(o.VCPUs))
-		blocks = binary.AppendVarint(blocks, int64(o.OnDemandHourly))
-		blocks = binary.AppendVarint(blocks, int64(o.SpotHourly))
-		blocks = binary.AppendVarint(blocks, int64(o.Monthly))
-		blocks = binary.AppendVarint(blocks, int64(o.Zones))
-		blocks = binary.AppendVarint(blocks, int64(o.Origin.Line))
+		body = binary.AppendUvarint(body, uint64(len(o.Instance)))
+		body = append(body, o.Instance...)
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.GPUCount))
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.VRAMGBPerGPU))
+		body = binary.LittleEndian.AppendUint64(body, math.Float64bits(o.RAMGB))
+		body = binary.AppendVarint(body, int64(o.VCPUs))
+		body = binary.AppendVarint(body, int64(o.OnDemandHourly))
+		body = binary.AppendVarint(body, int64(o.SpotHourly))
+		body = binary.AppendVarint(body, int64(o.Monthly))
+		body = binary.AppendVarint(body, int64(o.Zones))
+		body = binary.AppendVarint(body, int64(o.Origin.Line))
 	}
-	if len(offers) > 0 {
-		blockEnds = append(blockEnds, len(blocks))
-	}
-	// Each block's length first, so that the blocks can be read at once.
-	start := 0
-	for _, end := range blockEnds {
-		body = binary.AppendUvarint(body, uint64(end-start))
-		start = end
-	}
-	body = append(body, blocks...)
-	size := len(strs) * 2
-	for _, s := range strs {
-		size += len(s)
-	}
-	b := make([]byte, 0, len(cacheMagic)+len(key)+16+size+len(body)+4)
-	b = append(b, cacheMagic...)
-	b = binary.AppendUvarint(b, cacheVersion)
-	b = append(b, key...)
+	var b []byte
 	b = binary.AppendUvarint(b, uint64(len(strs)))
 	for _, s := range strs {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = append(b, body...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return append(b, body...)
 }
 
 var errCacheDamaged = errors.New("damaged cache entry")
@@ -372,13 +388,9 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 	if !r.literal(cacheMagic) || r.uvarint() != cacheVersion || !r.literal(key) {
 		return nil, nil, fmt.Errorf("%w: another version or key", errCacheDamaged)
 	}
-	strs := make([]string, r.count(1))
-	for i := range strs {
-		strs[i] = r.text(int(r.count(1)))
-	}
 	warns := make([]string, r.count(1))
 	for i := range warns {
-		warns[i] = r.str(strs)
+		warns[i] = r.text(int(r.count(1)))
 	}
 	offers := make([]gpuwarden.Offer, r.count(minEncodedOffer))
 	blocks := make([]cacheReader, (len(offers)+cacheBlock-1)/cacheBlock)
@@ -392,18 +404,10 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 	if r.err != nil || len(r.b) != 0 {
 		return nil, nil, errCacheDamaged
 	}
-	// Blocks are read at once, a share per processor: writing a million
-	// offers is most of a cached read, and it splits.
-	workers := min(runtime.GOMAXPROCS(0), len(blocks))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(blocks); i += workers {
-				blocks[i].offers(offers[i*cacheBlock:min((i+1)*cacheBlock, len(offers))], strs)
-			}
-		})
-	}
-	wg.Wait()
+	// Writing a million offers is most of a cached read, and it splits.
+	forEachShare(len(blocks), func(i int) {
+		blocks[i].block(offers[i*cacheBlock : min((i+1)*cacheBlock, len(offers))])
+	})
 	for i := range blocks {
 		if blocks[i].err != nil || len(blocks[i].b) != 0 {
 			return nil, nil, errCacheDamaged
@@ -412,8 +416,12 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 	return offers, warns, nil
 }
 
-// offers reads a block into out, which has room for exactly its offers.
-func (r *cacheReader) offers(out []gpuwarden.Offer, strs []string) {
+// block reads a block into out, which has room for exactly its offers.
+func (r *cacheReader) block(out []gpuwarden.Offer) {
+	strs := make([]string, r.count(1))
+	for i := range strs {
+		strs[i] = r.text(int(r.count(1)))
+	}
 	for i := range out {
 		o := &out[i]
 		o.Provider, o.Region, o.Country, o.GPU = r.str(strs), r.str(strs), r.str(strs), r.str(strs)
