@@ -272,6 +272,9 @@ func trainer() int {
 				return 1
 			}
 			fmt.Printf("checkpoint on signal at step %d\n", st.Step)
+			if os.Getenv("H_EXIT_AFTER_SIGNAL") != "" {
+				return 0
+			}
 		case <-tick.C:
 			st.Step++
 			st.Digest = advance(st.Digest, st.Step)

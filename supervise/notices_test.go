@@ -111,6 +111,22 @@ func TestNoticePolicy(t *testing.T) {
 			},
 		},
 		{
+			// The job's exit and its commit arrive together: the commit
+			// must not be lost to whichever the supervisor sees first.
+			name: "rebalance: a checkpoint written just before the job ends answers it",
+			env:  []string{"H_STEPS=100000", "H_EXIT_AFTER_SIGNAL=1"},
+			script: func(h *harness, send func(gpuwarden.Notice)) {
+				waitEvent(t, h.events, "commit:")
+				send(gpuwarden.Notice{Provider: "aws", Kind: gpuwarden.NoticeRebalance, ID: "aws-rebalance", Detail: "rebalance recommended"})
+			},
+			result: gpuwarden.ResultOK, classes: []string{"ok"}, actions: []string{"insurance"}, signals: 1,
+			check: func(t *testing.T, h *harness, r gpuwarden.RunReport) {
+				if r.Notices[0].Checkpoint == "" {
+					t.Errorf("no checkpoint recorded for the insurance: %+v", r.Notices[0])
+				}
+			},
+		},
+		{
 			name: "migration: insurance, no stop",
 			env:  []string{"H_STEPS=40"},
 			script: func(h *harness, send func(gpuwarden.Notice)) {

@@ -556,6 +556,11 @@ func (r *runner) supervise(ctx context.Context, p *Proc, log *slog.Logger) endin
 		}
 		select {
 		case <-p.Done():
+			if insurance != nil {
+				// A job that checkpoints and then ends may be seen to end
+				// before its commit is: the checkpoint still answers.
+				r.answered(insurance.ev, insurance.base)
+			}
 			return endedByItself
 		case <-ctx.Done():
 			log.Info("supervisor stopping; checkpointing the job")
