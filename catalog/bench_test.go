@@ -128,7 +128,7 @@ func BenchmarkReadCached100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	key := fmt.Sprintf("%064x", 1)
-	entry := encodeCache(key, offers, warns)
+	entry := bytes.Join(encodeCache(key, offers, warns), nil)
 	b.SetBytes(int64(len(entry)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -192,7 +192,7 @@ func (c parseCache) store(name, provider string, content [sha256.Size]byte, size
 	}
 }
 
-func (c parseCache) write(key string, b []byte) error {
+func (c parseCache) write(key string, pieces [][]byte) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return err
 	}
@@ -203,7 +203,11 @@ func (c parseCache) write(key string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	for _, b := range pieces {
+		if _, err = f.Write(b); err != nil {
+			break
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -256,24 +260,19 @@ func (c parseCache) evict() {
 }
 
 // encodeCache lays out a parse: magic, version, key, the warnings, the
-// offer count, each block's length, the blocks, and a CRC-32C of all that.
+// offer count, each block's length, the blocks, and a CRC-32C of all that;
+// in pieces, written one after the other, since joining them would hold
+// the entry twice.
 // A block holds cacheBlock offers and a table of the strings they use
 // (the instance name in line, as it is often one per row; numbers as
 // varints and floats), so that blocks are written and read a share per
 // processor.
-func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
+func encodeCache(key string, offers []gpuwarden.Offer, warns []string) [][]byte {
 	blocks := make([][]byte, (len(offers)+cacheBlock-1)/cacheBlock)
 	forEachShare(len(blocks), func(i int) {
 		blocks[i] = encodeBlock(offers[i*cacheBlock : min((i+1)*cacheBlock, len(offers))])
 	})
-	size := len(cacheMagic) + len(key) + 32
-	for _, w := range warns {
-		size += len(w) + 2
-	}
-	for _, bl := range blocks {
-		size += len(bl) + 4
-	}
-	b := make([]byte, 0, size)
+	var b []byte
 	b = append(b, cacheMagic...)
 	b = binary.AppendUvarint(b, cacheVersion)
 	b = append(b, key...)
@@ -286,10 +285,12 @@ func encodeCache(key string, offers []gpuwarden.Offer, warns []string) []byte {
 	for _, bl := range blocks {
 		b = binary.AppendUvarint(b, uint64(len(bl)))
 	}
-	for _, bl := range blocks {
-		b = append(b, bl...)
+	pieces := append([][]byte{b}, blocks...)
+	var crc uint32
+	for _, p := range pieces {
+		crc = crc32.Update(crc, crcTable, p)
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return append(pieces, binary.LittleEndian.AppendUint32(nil, crc))
 }
 
 // forEachShare calls do for 0..n-1, a share of them per processor.

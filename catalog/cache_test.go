@@ -156,7 +156,7 @@ func TestCacheEvictsOnlyItsOwnOldest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= maxCacheFiles+3; i++ {
-		if err := cache.write(fmt.Sprintf("%064x", i), []byte("entry")); err != nil {
+		if err := cache.write(fmt.Sprintf("%064x", i), [][]byte{[]byte("entry")}); err != nil {
 			t.Fatal(err)
 		}
 		// Distinct times, oldest first, whatever the file system's clock.
@@ -198,14 +198,14 @@ func TestCacheLayoutRoundTrip(t *testing.T) {
 			continue // the bad-input fixtures
 		}
 		key := fmt.Sprintf("%064x", sha256.Sum256(data))
-		got, gotWarns, err := decodeCache(encodeCache(key, offers, warns), key)
+		got, gotWarns, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), key)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		if !reflect.DeepEqual(got, offers) || !reflect.DeepEqual(gotWarns, warns) {
 			t.Errorf("%s: round trip changed the parse", f)
 		}
-		if _, _, err := decodeCache(encodeCache(key, offers, warns), fmt.Sprintf("%064x", 1)); err == nil {
+		if _, _, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), fmt.Sprintf("%064x", 1)); err == nil {
 			t.Errorf("%s: an entry was read under another key", f)
 		}
 	}
@@ -217,7 +217,7 @@ func FuzzDecodeCache(f *testing.F) {
 	key := fmt.Sprintf("%064x", 7)
 	offers := []gpuwarden.Offer{{Provider: "aws", Region: "us-east-1", GPU: "H100-SXM", GPUCount: 8, VRAMGBPerGPU: 80,
 		Currency: "USD", OnDemandHourly: 98_320_000, Origin: gpuwarden.Origin{File: "aws.csv", Line: 2}}}
-	good := encodeCache(key, offers, []string{"a warning"})
+	good := bytes.Join(encodeCache(key, offers, []string{"a warning"}), nil)
 	head := len(cacheMagic) + 1 + len(key)
 	f.Add(good[head : len(good)-4])
 	f.Add([]byte{})
@@ -240,7 +240,7 @@ func TestCacheLayoutRoundTripOverBlocks(t *testing.T) {
 			Currency: "USD", OnDemandHourly: gpuwarden.Micros(i), Origin: gpuwarden.Origin{File: "big.csv", Line: i + 2}}
 	}
 	key := fmt.Sprintf("%064x", 3)
-	got, _, err := decodeCache(encodeCache(key, offers, nil), key)
+	got, _, err := decodeCache(bytes.Join(encodeCache(key, offers, nil), nil), key)
 	if err != nil {
 		t.Fatal(err)
 	}
