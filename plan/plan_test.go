@@ -517,8 +517,13 @@ func TestBoxRate(t *testing.T) {
 // BenchmarkRank100kBudget is BenchmarkRank100k with the plan's $500 budget
 // kept: most candidates are priced and then excluded, the path the JSON
 // summary of exclusions exists for.
-func BenchmarkRank100kBudget(b *testing.B) {
-	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+func BenchmarkRank100kBudget(b *testing.B) { benchmarkRankBudget(b, 100_000) }
+
+// BenchmarkRank1MBudget is the same on 1,000,000 offers, issue #19's size.
+func BenchmarkRank1MBudget(b *testing.B) { benchmarkRankBudget(b, 1_000_000) }
+
+func benchmarkRankBudget(b *testing.B, offers int) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), offers)
 	p := finetunePlan()
 	b.ReportAllocs()
 	b.ResetTimer()
