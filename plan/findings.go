@@ -14,7 +14,6 @@ import (
 func (r *Report) split() {
 	order := sortOrder(r.fits)
 	r.order = order
-	r.Ranked = make([]*Candidate, 0, len(r.fits))
 	limit := r.BudgetLimit
 	noSpot := r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone
 	// Count the exclusions first: growing the slice row by row copied it
@@ -27,15 +26,14 @@ func (r *Report) split() {
 		}
 	}
 	r.Excluded = slices.Grow(r.Excluded, excluded)
+	r.Ranked = make([]*Candidate, 0, len(r.fits)-excluded)
 	for _, j := range order {
 		c := &r.fits[j]
 		switch {
 		case c.Billing == Spot && noSpot:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: Spot, Reason: ReasonSpot, Total: r.cents(c.Total),
-				Message: "interruptions.tolerance is none: a reclaim would lose the work"})
+			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: Spot, Reason: ReasonSpot, Total: c.Total, report: r})
 		case limit > 0 && c.Total > limit:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: r.cents(c.Total),
-				limit: limit, cur: r.Currency})
+			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: c.Total, report: r})
 		default:
 			c.Rank = int32(len(r.Ranked) + 1)
 			r.Ranked = append(r.Ranked, c)

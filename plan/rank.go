@@ -58,32 +58,48 @@ const (
 )
 
 // Exclusion is an offer (or one billing mode of it) left out, and why.
+// A budget over 1,000,000 offers excludes about 1.5 million billing modes,
+// so an exclusion holds no words and no pointer of its own: Why writes the
+// words from the report when asked.
 type Exclusion struct {
-	Offer   *gpuwarden.Offer `json:"offer"`
-	Billing Billing          `json:"billing,omitempty"`
-	Reason  Reason           `json:"reason"`
-	// Message is the reason in words; empty for a budget exclusion, whose
-	// words Why writes when asked: a budget over 100,000 offers excludes
-	// most of them, and formatting each message was a third of the ranking.
-	Message string           `json:"message"`
-	Total   *gpuwarden.Cents `json:"total,omitempty"`
-	limit   gpuwarden.Cents
-	cur     gpuwarden.Currency
+	Offer *gpuwarden.Offer
+	// Total is the month's total of a priced billing mode (spot, budget);
+	// it is set when Billing is.
+	Total   gpuwarden.Cents
+	report  *Report
+	Reason  Reason
+	Billing Billing
 }
 
 // Why is the exclusion in words.
 func (e *Exclusion) Why() string {
-	if e.Message == "" && e.Reason == ReasonBudget && e.Total != nil {
-		return fmt.Sprintf("%s a month is over the %s budget", e.cur.Format(*e.Total), e.cur.Format(e.limit))
+	r := e.report
+	switch e.Reason {
+	case ReasonBudget:
+		return fmt.Sprintf("%s a month is over the %s budget", r.Currency.Format(e.Total), r.Currency.Format(r.BudgetLimit))
+	case ReasonSpot:
+		return "interruptions.tolerance is none: a reclaim would lose the work"
+	case ReasonCurrency:
+		o := e.Offer
+		return fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)
 	}
-	return e.Message
+	_, msg := r.rules.static(e.Offer, r.Sizing)
+	return msg
 }
 
-// MarshalJSON writes the exclusion with its message.
+// MarshalJSON writes the exclusion with its message, and its total when it
+// was priced.
 func (e Exclusion) MarshalJSON() ([]byte, error) {
-	type fields Exclusion
-	f := fields(e)
-	f.Message = e.Why()
+	f := struct {
+		Offer   *gpuwarden.Offer `json:"offer"`
+		Billing Billing          `json:"billing,omitempty"`
+		Reason  Reason           `json:"reason"`
+		Message string           `json:"message"`
+		Total   *gpuwarden.Cents `json:"total,omitempty"`
+	}{Offer: e.Offer, Billing: e.Billing, Reason: e.Reason, Message: e.Why()}
+	if e.Billing != 0 {
+		f.Total = &e.Total
+	}
 	return json.Marshal(f)
 }
 
@@ -111,6 +127,7 @@ type Report struct {
 	fx                      fx              // for findings
 	plan                    *gpuwarden.Plan // for findings
 	hours                   hoursModel      // for findings
+	rules                   rules           // for the words of exclusions
 	cat                     *gpuwarden.Catalog
 	centArena               []gpuwarden.Cents
 	shared                  map[sharedKey]sharedLines
@@ -164,12 +181,12 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
 		r.SmallestCard = &c
 	}
-	rs := newRules(p)
+	r.rules = newRules(p)
 	r.fits = make([]Candidate, 0, billingModes(cat.Offers))
 	for i := range cat.Offers {
 		o := &cat.Offers[i]
-		if reason, msg := rs.static(o, sz); reason != "" {
-			r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: reason, Message: msg})
+		if reason, _ := r.rules.static(o, sz); reason != "" {
+			r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: reason, report: r})
 			continue
 		}
 		r.price(o)
@@ -274,8 +291,7 @@ func (r *Report) cents(v gpuwarden.Cents) *gpuwarden.Cents {
 func (r *Report) price(o *gpuwarden.Offer) {
 	shared := r.sharedFor(o)
 	if !shared.ok {
-		r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: ReasonCurrency,
-			Message: fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)})
+		r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: ReasonCurrency, report: r})
 		return
 	}
 	preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
