@@ -9,35 +9,30 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// split orders the priced candidates and moves those the plan forbids (spot
-// without tolerance, over budget) to the exclusions.
-func (r *Report) split() {
-	order := sortOrder(r.fits)
-	r.order = order
-	limit := r.BudgetLimit
-	noSpot := r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone
-	// Count the exclusions first: growing the slice row by row copied it
-	// a dozen times on 100,000 offers.
-	excluded := 0
-	for i := range r.fits {
-		c := &r.fits[i]
-		if (c.Billing == Spot && noSpot) || (limit > 0 && c.Total > limit) {
-			excluded++
+// split orders the priced rows, moves those the plan forbids (spot without
+// tolerance, over budget) to the exclusions and ranks the others' candidates,
+// which priceAll made in catalog order.
+func (r *Report) split(candidates []*Candidate) {
+	r.order = sortOrder(r.rows)
+	// at[j] is the place of row j's candidate: the ranked rows before it.
+	at := make([]int32, len(r.rows))
+	next := int32(0)
+	for j, p := range r.rows {
+		at[j] = next
+		if r.forbids(p) == "" {
+			next++
 		}
 	}
-	r.Excluded = slices.Grow(r.Excluded, excluded)
-	r.Ranked = make([]*Candidate, 0, len(r.fits)-excluded)
-	for _, j := range order {
-		c := &r.fits[j]
-		switch {
-		case c.Billing == Spot && noSpot:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: Spot, Reason: ReasonSpot, Total: c.Total, report: r})
-		case limit > 0 && c.Total > limit:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: c.Total, report: r})
-		default:
-			c.Rank = int32(len(r.Ranked) + 1)
-			r.Ranked = append(r.Ranked, c)
+	r.Ranked = make([]*Candidate, 0, len(candidates))
+	for _, j := range r.order {
+		p := r.rows[j]
+		if reason := r.forbids(p); reason != "" {
+			r.Excluded = append(r.Excluded, Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: reason, Total: p.total, report: r})
+			continue
 		}
+		c := candidates[at[j]]
+		c.Rank = int32(len(r.Ranked) + 1)
+		r.Ranked = append(r.Ranked, c)
 	}
 	if len(r.Ranked) == 0 {
 		return
@@ -50,6 +45,18 @@ func (r *Report) split() {
 	}
 }
 
+// forbids is the rule that excludes a priced row: spot without tolerance,
+// or over the budget; "" when it is ranked.
+func (r *Report) forbids(p priced) Reason {
+	switch {
+	case p.billing == Spot && r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone:
+		return ReasonSpot
+	case r.BudgetLimit > 0 && p.total > r.BudgetLimit:
+		return ReasonBudget
+	}
+	return ""
+}
+
 // Packed sort keys: total cents in the top bits, then "not preferred", then
 // the candidate's index, so equal totals keep the catalog's order. Sorting
 // plain uint64s needs no comparison callback, which was most of the time on
@@ -59,22 +66,21 @@ const (
 	keyTotalMax  = 1<<39 - 1
 )
 
-// sortOrder returns the candidates' indices, cheapest first.
-func sortOrder(fits []Candidate) []int32 {
-	order := make([]int32, len(fits))
-	if len(fits) >= 1<<keyIndexBits {
+// sortOrder returns the rows' indices, cheapest first.
+func sortOrder(rows []priced) []int32 {
+	order := make([]int32, len(rows))
+	if len(rows) >= 1<<keyIndexBits {
 		for i := range order {
 			order[i] = int32(i)
 		}
-		slices.SortFunc(order, func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
+		slices.SortFunc(order, func(a, b int32) int { return compareRows(rows, a, b) })
 		return order
 	}
-	keys := make([]uint64, len(fits))
-	for i := range fits {
-		c := &fits[i]
-		total := uint64(max(min(int64(c.Total), keyTotalMax), 0))
+	keys := make([]uint64, len(rows))
+	for i, p := range rows {
+		total := uint64(max(min(int64(p.total), keyTotalMax), 0))
 		notPreferred := uint64(1)
-		if c.Preferred {
+		if p.preferred {
 			notPreferred = 0
 		}
 		keys[i] = total<<(keyIndexBits+1) | notPreferred<<keyIndexBits | uint64(i)
@@ -114,20 +120,20 @@ func radixSort(keys, buf []uint64) []uint64 {
 	return keys
 }
 
-// compareCandidates orders by total, then preferred providers, then the
-// catalog's order: the same order as the packed keys, for catalogs too large
-// to pack.
-func compareCandidates(a, b *Candidate) int {
-	if c := cmp.Compare(a.Total, b.Total); c != 0 {
+// compareRows orders rows a and b by total, then preferred providers, then
+// the catalog's order: the same order as the packed keys, for catalogs too
+// large to pack.
+func compareRows(rows []priced, a, b int32) int {
+	if c := cmp.Compare(rows[a].total, rows[b].total); c != 0 {
 		return c
 	}
-	if a.Preferred != b.Preferred {
-		if a.Preferred {
+	if rows[a].preferred != rows[b].preferred {
+		if rows[a].preferred {
 			return -1
 		}
 		return 1
 	}
-	return cmp.Compare(a.seq, b.seq)
+	return cmp.Compare(a, b)
 }
 
 // planB is the cheapest row that survives the best one's failure: another
@@ -154,13 +160,14 @@ func (r *Report) findings() {
 		r.Findings = append(r.Findings, Finding{Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
 	cur := r.Currency.Format
-	if len(r.fits) == 0 {
+	if len(r.rows) == 0 {
 		add("nothing-fits", "no offer in the catalog holds %s GB within the plan's rules; see the exclusions", fmtGB(r.Sizing.NeedGB))
 		return
 	}
 	if r.Best == nil {
+		cheapest := r.fit(0)
 		add("over-budget", "every offer that fits is over the %s budget; the cheapest is %s (%s %s)",
-			cur(r.BudgetLimit), cur(r.fit(0).Total), r.fit(0).Offer.Where(), r.fit(0).Offer.Instance)
+			cur(r.BudgetLimit), cur(cheapest.Total), cheapest.Offer.Where(), cheapest.Offer.Instance)
 	}
 	if rs := r.RightSize(); rs != nil {
 		add("oversized", "%s", upperFirst(rs.Message(r.Currency)))
@@ -212,9 +219,10 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 // two different cards.
 func (r *Report) spotFinding(add func(string, string, ...any)) {
 	var sp *Candidate
-	for i := range r.order {
-		if c := r.fit(i); c.Billing == Spot && c.SpotSavings != nil {
-			sp = c
+	for i, j := range r.order {
+		// A spot row has savings when its offer has an on-demand price.
+		if p := r.rows[j]; p.billing == Spot && r.cat.Offers[p.offer].OnDemandHourly > 0 {
+			sp = r.fit(i)
 			break
 		}
 	}
@@ -242,14 +250,18 @@ func (r *Report) spotFinding(add func(string, string, ...any)) {
 }
 
 func (r *Report) monthlyFinding(add func(string, string, ...any)) {
-	for i := range r.order {
-		c := r.fit(i)
+	for i, j := range r.order {
+		p := r.rows[j]
+		if p.billing != Monthly {
+			continue
+		}
 		// A break-even at or past the month's hours is never reached: the
 		// monthly price cannot beat the hourly rate, so there is nothing
 		// to weigh.
-		if c.Billing != Monthly || c.BreakEvenHours == 0 || c.BreakEvenHours >= r.HoursPerMonth {
+		if be := r.breakEvenHours(&r.cat.Offers[p.offer]); be == 0 || be >= r.HoursPerMonth {
 			continue
 		}
+		c := r.fit(i)
 		billed := r.hours.onDemand.Billed()
 		verdict := "hourly is cheaper"
 		if billed > c.BreakEvenHours {
@@ -261,8 +273,12 @@ func (r *Report) monthlyFinding(add func(string, string, ...any)) {
 	}
 }
 
-// fit returns the i-th cheapest priced candidate, budget aside.
-func (r *Report) fit(i int) *Candidate { return &r.fits[r.order[i]] }
+// fit makes the i-th cheapest priced candidate, budget aside; rows over the
+// budget are not kept as candidates.
+func (r *Report) fit(i int) *Candidate {
+	c := r.candidateAt(r.order[i])
+	return &c
+}
 
 func lineAmount(lines []Line, item LineItem) gpuwarden.Cents {
 	for _, l := range lines {
