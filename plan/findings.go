@@ -95,26 +95,46 @@ func sortOrder(rows []priced) []int32 {
 // radixSort sorts keys with eight passes of one byte each, skipping a pass
 // when every key has the same byte there; it returns the sorted slice, which
 // is keys or buf. On 160,000 keys it takes a third of the time of a
-// comparison sort.
+// comparison sort. From parallelMin keys each pass is shared by every core:
+// each counts and then places its own part, after the parts before it, so
+// the sort stays stable.
 func radixSort(keys, buf []uint64) []uint64 {
+	parts := partsFor(len(keys))
+	counts := make([][256]int, parts)
 	for shift := uint(0); shift < 64; shift += 8 {
-		var count [256]int
-		for _, k := range keys {
-			count[byte(k>>shift)]++
+		inParallel(parts, func(part int) {
+			lo, hi := span(len(keys), parts, part)
+			count := &counts[part]
+			*count = [256]int{}
+			for _, k := range keys[lo:hi] {
+				count[byte(k>>shift)]++
+			}
+		})
+		first := byte(keys[0] >> shift)
+		same := 0
+		for part := range counts {
+			same += counts[part][first]
 		}
-		if count[byte(keys[0]>>shift)] == len(keys) {
+		if same == len(keys) {
 			continue
 		}
 		pos := 0
-		for i, n := range count {
-			count[i] = pos
-			pos += n
+		for d := range 256 {
+			for part := range counts {
+				n := counts[part][d]
+				counts[part][d] = pos
+				pos += n
+			}
 		}
-		for _, k := range keys {
-			d := byte(k >> shift)
-			buf[count[d]] = k
-			count[d]++
-		}
+		inParallel(parts, func(part int) {
+			lo, hi := span(len(keys), parts, part)
+			next := &counts[part]
+			for _, k := range keys[lo:hi] {
+				d := byte(k >> shift)
+				buf[next[d]] = k
+				next[d]++
+			}
+		})
 		keys, buf = buf, keys
 	}
 	return keys

@@ -291,9 +291,40 @@ type priced struct {
 
 var billingModesInOrder = [...]Billing{OnDemand, Spot, Monthly}
 
-// parallelPricingMin is the catalog size from which the offers are priced
-// on every core; below it the goroutines cost about what they save.
-const parallelPricingMin = 20_000
+// parallelMin is the number of offers (or sort keys) from which the work
+// is split over every core; below it the goroutines cost about what they
+// save.
+const parallelMin = 20_000
+
+// partsFor is how many parts n items are split into: one per core from
+// parallelMin on, else one.
+func partsFor(n int) int {
+	if n < parallelMin {
+		return 1
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// span is the half-open range of part i of n items cut into parts.
+func span(n, parts, i int) (lo, hi int) {
+	size := (n + parts - 1) / parts
+	lo = min(i*size, n)
+	return lo, min(lo+size, n)
+}
+
+// inParallel runs f for each part, each on its own goroutine when there
+// are several, and returns when all are done.
+func inParallel(parts int, f func(part int)) {
+	if parts == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { f(i) })
+	}
+	wg.Wait()
+}
 
 // chunk is one run of the catalog's offers, priced by one goroutine into
 // its own window of the report's rows and its own exclusions and
@@ -316,17 +347,12 @@ type chunk struct {
 // after the sort, each read its offer from a random place, and
 // BenchmarkRank100k took twice as long.
 func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
-	workers := 1
-	if len(offers) >= parallelPricingMin {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	chunks := make([]chunk, workers)
-	size := (len(offers) + workers - 1) / workers
-	modes := make([]int, workers)
-	each(chunks, func(i int, c *chunk) {
-		lo := min(i*size, len(offers))
-		c.first, c.offers = int32(lo), offers[lo:min(lo+size, len(offers))]
-		modes[i] = billingModes(c.offers)
+	chunks := make([]chunk, partsFor(len(offers)))
+	modes := make([]int, len(chunks))
+	inParallel(len(chunks), func(i int) {
+		lo, hi := span(len(offers), len(chunks), i)
+		chunks[i].first, chunks[i].offers = int32(lo), offers[lo:hi]
+		modes[i] = billingModes(chunks[i].offers)
 	})
 	// One allocation for all rows: each chunk's window has room for all its
 	// billing modes, and what the static rules and missing exchange rates
@@ -342,7 +368,7 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 		at += modes[i]
 	}
 	var sharedMu sync.Mutex
-	each(chunks, func(_ int, c *chunk) { c.price(r, &sharedMu) })
+	inParallel(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
 	var rows, excluded, forbidden, ranked int
 	for i := range chunks {
 		c := &chunks[i]
@@ -363,19 +389,6 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 	}
 	r.rows = r.rows[:rows]
 	return candidates
-}
-
-// each runs f on every chunk, each on its own goroutine when there are several.
-func each(chunks []chunk, f func(int, *chunk)) {
-	if len(chunks) == 1 {
-		f(0, &chunks[0])
-		return
-	}
-	var wg sync.WaitGroup
-	for i := range chunks {
-		wg.Go(func() { f(i, &chunks[i]) })
-	}
-	wg.Wait()
 }
 
 // price prices the chunk's offers: the rules first, then each billing mode
