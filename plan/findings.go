@@ -99,6 +99,9 @@ func sortOrder(rows []priced) []int32 {
 // each counts and then places its own part, after the parts before it, so
 // the sort stays stable.
 func radixSort(keys, buf []uint64) []uint64 {
+	if len(keys) == 0 {
+		return keys // nothing fits the plan
+	}
 	parts := partsFor(len(keys))
 	counts := make([][256]int, parts)
 	for shift := uint(0); shift < 64; shift += 8 {

@@ -277,6 +277,20 @@ func TestRankRules(t *testing.T) {
 	}
 }
 
+// TestRankNothingFits: a plan no offer fits is a finding, not a panic in
+// the sort of no rows.
+func TestRankNothingFits(t *testing.T) {
+	p := finetunePlan()
+	p.Residency.Countries = []string{"JP"}
+	r, err := Rank(p, testCatalog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(r.Excluded), len(testCatalog(t).Offers); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
+		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", len(r.Ranked), got, r.Findings, want)
+	}
+}
+
 func TestMonthlyBreakEven(t *testing.T) {
 	p := finetunePlan()
 	p.Budget.MonthlyLimit = 0
