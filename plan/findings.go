@@ -14,26 +14,53 @@ import (
 // which priceAll made in catalog order.
 func (r *Report) split(candidates []*Candidate) {
 	r.order = sortOrder(r.rows)
-	// at[j] is the place of row j's candidate: the ranked rows before it.
+	// at[j] is the place of row j's candidate (the ranked rows before it),
+	// or -1 when the plan forbids the row.
 	at := make([]int32, len(r.rows))
 	next := int32(0)
 	for j, p := range r.rows {
-		at[j] = next
+		at[j] = -1
 		if r.forbids(p) == "" {
+			at[j] = next
 			next++
 		}
 	}
-	r.Ranked = make([]*Candidate, 0, len(candidates))
-	for _, j := range r.order {
-		p := r.rows[j]
-		if reason := r.forbids(p); reason != "" {
-			r.Excluded = append(r.Excluded, Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: reason, Total: p.total, report: r})
-			continue
+	// The order is walked in parts on every core. Counting the ranked rows
+	// in each part first gives each its own run of the exclusions and of
+	// the ranking; priceAll made room for exactly the excluded rows.
+	parts := partsFor(len(r.order))
+	rankedBefore := make([]int, parts+1)
+	inParallel(parts, func(part int) {
+		lo, hi := span(len(r.order), parts, part)
+		for _, j := range r.order[lo:hi] {
+			if at[j] >= 0 {
+				rankedBefore[part+1]++
+			}
 		}
-		c := candidates[at[j]]
-		c.Rank = int32(len(r.Ranked) + 1)
-		r.Ranked = append(r.Ranked, c)
+	})
+	for part := range parts {
+		rankedBefore[part+1] += rankedBefore[part]
 	}
+	static := len(r.Excluded)
+	r.Excluded = r.Excluded[:static+len(r.rows)-len(candidates)]
+	r.Ranked = make([]*Candidate, len(candidates))
+	inParallel(parts, func(part int) {
+		lo, hi := span(len(r.order), parts, part)
+		ranked := rankedBefore[part]
+		excluded := static + lo - ranked
+		for _, j := range r.order[lo:hi] {
+			if k := at[j]; k >= 0 {
+				c := candidates[k]
+				r.Ranked[ranked] = c
+				ranked++
+				c.Rank = int32(ranked)
+				continue
+			}
+			p := r.rows[j]
+			r.Excluded[excluded] = Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: r.forbids(p), Total: p.total, report: r}
+			excluded++
+		}
+	})
 	if len(r.Ranked) == 0 {
 		return
 	}
