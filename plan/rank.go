@@ -345,7 +345,7 @@ type chunk struct {
 // r.Excluded, and returns the candidates of the rows the plan ranks, in
 // catalog order. They are made while the offer is still in the cache: made
 // after the sort, each read its offer from a random place, and
-// BenchmarkRank100k took twice as long.
+// BenchmarkRank100k took three times as long.
 func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 	chunks := make([]chunk, partsFor(len(offers)))
 	modes := make([]int, len(chunks))
