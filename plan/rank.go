@@ -61,8 +61,8 @@ const (
 
 // Exclusion is an offer (or one billing mode of it) left out, and why.
 // A budget over 1,000,000 offers excludes about 1.5 million billing modes,
-// so an exclusion holds no words and no pointer of its own: Why writes the
-// words from the report when asked.
+// so an exclusion holds no words and nothing allocated for it alone: Why
+// writes the words from the report when asked.
 type Exclusion struct {
 	Offer *gpuwarden.Offer
 	// Total is the month's total of a priced billing mode (spot, budget);
@@ -415,6 +415,8 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 			if r.forbids(p) != "" {
 				c.forbidden++
 			} else {
+				// row is its place in the chunk's window; priceAll adds
+				// the window's place once the windows are closed up.
 				cand.Preferred, cand.row = preferred, int32(len(c.rows))
 				r.finish(&cand, shared, &c.cents)
 				c.candidates = append(c.candidates, c.keep(cand))
