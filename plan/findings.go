@@ -32,11 +32,13 @@ func (r *Report) split(candidates []*Candidate) {
 	rankedBefore := make([]int, parts+1)
 	inParallel(parts, func(part int) {
 		lo, hi := span(len(r.order), parts, part)
+		ranked := 0 // counted here, not in rankedBefore, which the parts share a cache line of
 		for _, j := range r.order[lo:hi] {
 			if at[j] >= 0 {
-				rankedBefore[part+1]++
+				ranked++
 			}
 		}
+		rankedBefore[part+1] = ranked
 	})
 	for part := range parts {
 		rankedBefore[part+1] += rankedBefore[part]
@@ -85,7 +87,7 @@ func (r *Report) forbids(p priced) Reason {
 }
 
 // Packed sort keys: total cents in the top bits, then "not preferred", then
-// the candidate's index, so equal totals keep the catalog's order. Sorting
+// the row's index, so equal totals keep the catalog's order. Sorting
 // plain uint64s needs no comparison callback, which was most of the time on
 // 100,000 offers.
 const (
