@@ -9,38 +9,60 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// split orders the priced candidates and moves those the plan forbids (spot
-// without tolerance, over budget) to the exclusions.
-func (r *Report) split() {
-	order := sortOrder(r.fits)
-	r.order = order
-	r.Ranked = make([]*Candidate, 0, len(r.fits))
-	limit := r.BudgetLimit
-	noSpot := r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone
-	// Count the exclusions first: growing the slice row by row copied it
-	// a dozen times on 100,000 offers.
-	excluded := 0
-	for i := range r.fits {
-		c := &r.fits[i]
-		if (c.Billing == Spot && noSpot) || (limit > 0 && c.Total > limit) {
+// split orders the priced rows, moves those the plan forbids (spot without
+// tolerance, over budget) to the exclusions and ranks the others' candidates,
+// which priceAll made in catalog order.
+func (r *Report) split(candidates []*Candidate) {
+	r.order = sortOrder(r.rows)
+	// at[j] is the place of row j's candidate (the ranked rows before it),
+	// or -1 when the plan forbids the row.
+	at := make([]int32, len(r.rows))
+	next := int32(0)
+	for j, p := range r.rows {
+		at[j] = -1
+		if r.forbids(p) == "" {
+			at[j] = next
+			next++
+		}
+	}
+	// The order is walked in parts on every core. Counting the ranked rows
+	// in each part first gives each its own run of the exclusions and of
+	// the ranking; priceAll made room for exactly the excluded rows.
+	parts := partsFor(len(r.order))
+	rankedBefore := make([]int, parts+1)
+	inParallel(parts, func(part int) {
+		lo, hi := span(len(r.order), parts, part)
+		ranked := 0 // counted here, not in rankedBefore, which the parts share a cache line of
+		for _, j := range r.order[lo:hi] {
+			if at[j] >= 0 {
+				ranked++
+			}
+		}
+		rankedBefore[part+1] = ranked
+	})
+	for part := range parts {
+		rankedBefore[part+1] += rankedBefore[part]
+	}
+	static := len(r.Excluded)
+	r.Excluded = r.Excluded[:static+len(r.rows)-len(candidates)]
+	r.Ranked = make([]*Candidate, len(candidates))
+	inParallel(parts, func(part int) {
+		lo, hi := span(len(r.order), parts, part)
+		ranked := rankedBefore[part]
+		excluded := static + lo - ranked
+		for _, j := range r.order[lo:hi] {
+			if k := at[j]; k >= 0 {
+				c := candidates[k]
+				r.Ranked[ranked] = c
+				ranked++
+				c.Rank = int32(ranked)
+				continue
+			}
+			p := r.rows[j]
+			r.Excluded[excluded] = Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: r.forbids(p), Total: p.total, report: r}
 			excluded++
 		}
-	}
-	r.Excluded = slices.Grow(r.Excluded, excluded)
-	for _, j := range order {
-		c := &r.fits[j]
-		switch {
-		case c.Billing == Spot && noSpot:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: Spot, Reason: ReasonSpot, Total: r.cents(c.Total),
-				Message: "interruptions.tolerance is none: a reclaim would lose the work"})
-		case limit > 0 && c.Total > limit:
-			r.Excluded = append(r.Excluded, Exclusion{Offer: c.Offer, Billing: c.Billing, Reason: ReasonBudget, Total: r.cents(c.Total),
-				limit: limit, cur: r.Currency})
-		default:
-			c.Rank = int32(len(r.Ranked) + 1)
-			r.Ranked = append(r.Ranked, c)
-		}
-	}
+	})
 	if len(r.Ranked) == 0 {
 		return
 	}
@@ -52,8 +74,20 @@ func (r *Report) split() {
 	}
 }
 
+// forbids is the rule that excludes a priced row: spot without tolerance,
+// or over the budget; "" when it is ranked.
+func (r *Report) forbids(p priced) Reason {
+	switch {
+	case p.billing == Spot && r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone:
+		return ReasonSpot
+	case r.BudgetLimit > 0 && p.total > r.BudgetLimit:
+		return ReasonBudget
+	}
+	return ""
+}
+
 // Packed sort keys: total cents in the top bits, then "not preferred", then
-// the candidate's index, so equal totals keep the catalog's order. Sorting
+// the row's index, so equal totals keep the catalog's order. Sorting
 // plain uint64s needs no comparison callback, which was most of the time on
 // 100,000 offers.
 const (
@@ -61,22 +95,21 @@ const (
 	keyTotalMax  = 1<<39 - 1
 )
 
-// sortOrder returns the candidates' indices, cheapest first.
-func sortOrder(fits []Candidate) []int32 {
-	order := make([]int32, len(fits))
-	if len(fits) >= 1<<keyIndexBits {
+// sortOrder returns the rows' indices, cheapest first.
+func sortOrder(rows []priced) []int32 {
+	order := make([]int32, len(rows))
+	if len(rows) >= 1<<keyIndexBits {
 		for i := range order {
 			order[i] = int32(i)
 		}
-		slices.SortFunc(order, func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
+		slices.SortFunc(order, func(a, b int32) int { return compareRows(rows, a, b) })
 		return order
 	}
-	keys := make([]uint64, len(fits))
-	for i := range fits {
-		c := &fits[i]
-		total := uint64(max(min(int64(c.Total), keyTotalMax), 0))
+	keys := make([]uint64, len(rows))
+	for i, p := range rows {
+		total := uint64(max(min(int64(p.total), keyTotalMax), 0))
 		notPreferred := uint64(1)
-		if c.Preferred {
+		if p.preferred {
 			notPreferred = 0
 		}
 		keys[i] = total<<(keyIndexBits+1) | notPreferred<<keyIndexBits | uint64(i)
@@ -91,45 +124,68 @@ func sortOrder(fits []Candidate) []int32 {
 // radixSort sorts keys with eight passes of one byte each, skipping a pass
 // when every key has the same byte there; it returns the sorted slice, which
 // is keys or buf. On 160,000 keys it takes a third of the time of a
-// comparison sort.
+// comparison sort. From parallelMin keys each pass is shared by every core:
+// each counts and then places its own part, after the parts before it, so
+// the sort stays stable.
 func radixSort(keys, buf []uint64) []uint64 {
+	if len(keys) == 0 {
+		return keys // nothing fits the plan
+	}
+	parts := partsFor(len(keys))
+	counts := make([][256]int, parts)
 	for shift := uint(0); shift < 64; shift += 8 {
-		var count [256]int
-		for _, k := range keys {
-			count[byte(k>>shift)]++
+		inParallel(parts, func(part int) {
+			lo, hi := span(len(keys), parts, part)
+			count := &counts[part]
+			*count = [256]int{}
+			for _, k := range keys[lo:hi] {
+				count[byte(k>>shift)]++
+			}
+		})
+		first := byte(keys[0] >> shift)
+		same := 0
+		for part := range counts {
+			same += counts[part][first]
 		}
-		if count[byte(keys[0]>>shift)] == len(keys) {
+		if same == len(keys) {
 			continue
 		}
 		pos := 0
-		for i, n := range count {
-			count[i] = pos
-			pos += n
+		for d := range 256 {
+			for part := range counts {
+				n := counts[part][d]
+				counts[part][d] = pos
+				pos += n
+			}
 		}
-		for _, k := range keys {
-			d := byte(k >> shift)
-			buf[count[d]] = k
-			count[d]++
-		}
+		inParallel(parts, func(part int) {
+			lo, hi := span(len(keys), parts, part)
+			next := &counts[part]
+			for _, k := range keys[lo:hi] {
+				d := byte(k >> shift)
+				buf[next[d]] = k
+				next[d]++
+			}
+		})
 		keys, buf = buf, keys
 	}
 	return keys
 }
 
-// compareCandidates orders by total, then preferred providers, then the
-// catalog's order: the same order as the packed keys, for catalogs too large
-// to pack.
-func compareCandidates(a, b *Candidate) int {
-	if c := cmp.Compare(a.Total, b.Total); c != 0 {
+// compareRows orders rows a and b by total, then preferred providers, then
+// the catalog's order: the same order as the packed keys, for catalogs too
+// large to pack.
+func compareRows(rows []priced, a, b int32) int {
+	if c := cmp.Compare(rows[a].total, rows[b].total); c != 0 {
 		return c
 	}
-	if a.Preferred != b.Preferred {
-		if a.Preferred {
+	if rows[a].preferred != rows[b].preferred {
+		if rows[a].preferred {
 			return -1
 		}
 		return 1
 	}
-	return cmp.Compare(a.seq, b.seq)
+	return cmp.Compare(a, b)
 }
 
 // planB is the cheapest row that survives the best one's failure: another
@@ -156,13 +212,14 @@ func (r *Report) findings() {
 		r.Findings = append(r.Findings, Finding{Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
 	cur := r.Currency.Format
-	if len(r.fits) == 0 {
+	if len(r.rows) == 0 {
 		add("nothing-fits", "no offer in the catalog holds %s GB within the plan's rules; see the exclusions", fmtGB(r.Sizing.NeedGB))
 		return
 	}
 	if r.Best == nil {
+		cheapest := r.fit(0)
 		add("over-budget", "every offer that fits is over the %s budget; the cheapest is %s (%s %s)",
-			cur(r.BudgetLimit), cur(r.fit(0).Total), r.fit(0).Offer.Where(), r.fit(0).Offer.Instance)
+			cur(r.BudgetLimit), cur(cheapest.Total), cheapest.Offer.Where(), cheapest.Offer.Instance)
 	}
 	if rs := r.RightSize(); rs != nil {
 		add("oversized", "%s", upperFirst(rs.Message(r.Currency)))
@@ -214,9 +271,10 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 // two different cards.
 func (r *Report) spotFinding(add func(string, string, ...any)) {
 	var sp *Candidate
-	for i := range r.order {
-		if c := r.fit(i); c.Billing == Spot && c.SpotSavings != nil {
-			sp = c
+	for i, j := range r.order {
+		// A spot row has savings when its offer has an on-demand price.
+		if p := r.rows[j]; p.billing == Spot && r.cat.Offers[p.offer].OnDemandHourly > 0 {
+			sp = r.fit(i)
 			break
 		}
 	}
@@ -244,14 +302,18 @@ func (r *Report) spotFinding(add func(string, string, ...any)) {
 }
 
 func (r *Report) monthlyFinding(add func(string, string, ...any)) {
-	for i := range r.order {
-		c := r.fit(i)
+	for i, j := range r.order {
+		p := r.rows[j]
+		if p.billing != Monthly {
+			continue
+		}
 		// A break-even at or past the month's hours is never reached: the
 		// monthly price cannot beat the hourly rate, so there is nothing
 		// to weigh.
-		if c.Billing != Monthly || c.BreakEvenHours == 0 || c.BreakEvenHours >= r.HoursPerMonth {
+		if be := r.breakEvenHours(&r.cat.Offers[p.offer]); be == 0 || be >= r.HoursPerMonth {
 			continue
 		}
+		c := r.fit(i)
 		billed := r.hours.onDemand.Billed()
 		verdict := "hourly is cheaper"
 		if billed > c.BreakEvenHours {
@@ -263,8 +325,12 @@ func (r *Report) monthlyFinding(add func(string, string, ...any)) {
 	}
 }
 
-// fit returns the i-th cheapest priced candidate, budget aside.
-func (r *Report) fit(i int) *Candidate { return &r.fits[r.order[i]] }
+// fit makes the i-th cheapest priced candidate, budget aside; rows over the
+// budget are not kept as candidates.
+func (r *Report) fit(i int) *Candidate {
+	c := r.candidateAt(r.order[i])
+	return &c
+}
 
 func lineAmount(lines []Line, item LineItem) gpuwarden.Cents {
 	for _, l := range lines {

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -275,6 +277,20 @@ func TestRankRules(t *testing.T) {
 	}
 }
 
+// TestRankNothingFits: a plan no offer fits is a finding, not a panic in
+// the sort of no rows.
+func TestRankNothingFits(t *testing.T) {
+	p := finetunePlan()
+	p.Residency.Countries = []string{"JP"}
+	r, err := Rank(p, testCatalog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(r.Excluded), len(testCatalog(t).Offers); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
+		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", len(r.Ranked), got, r.Findings, want)
+	}
+}
+
 func TestMonthlyBreakEven(t *testing.T) {
 	p := finetunePlan()
 	p.Budget.MonthlyLimit = 0
@@ -462,18 +478,17 @@ func TestRadixSort(t *testing.T) {
 // comparison it stands for, ties and preferred providers included.
 func TestSortOrderMatchesCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	o := &gpuwarden.Offer{}
-	fits := make([]Candidate, 5000)
-	for i := range fits {
-		fits[i] = Candidate{Offer: o, Total: gpuwarden.Cents(rng.IntN(300)), Preferred: rng.IntN(3) == 0, seq: int32(i)}
+	rows := make([]priced, 5000)
+	for i := range rows {
+		rows[i] = priced{total: gpuwarden.Cents(rng.IntN(300)), preferred: rng.IntN(3) == 0}
 	}
-	want := make([]int32, len(fits))
+	want := make([]int32, len(rows))
 	for i := range want {
 		want[i] = int32(i)
 	}
-	slices.SortFunc(want, func(a, b int32) int { return compareCandidates(&fits[a], &fits[b]) })
-	if got := sortOrder(fits); !slices.Equal(got, want) {
-		t.Fatal("packed-key order differs from compareCandidates")
+	slices.SortFunc(want, func(a, b int32) int { return compareRows(rows, a, b) })
+	if got := sortOrder(rows); !slices.Equal(got, want) {
+		t.Fatal("packed-key order differs from compareRows")
 	}
 }
 
@@ -517,8 +532,13 @@ func TestBoxRate(t *testing.T) {
 // BenchmarkRank100kBudget is BenchmarkRank100k with the plan's $500 budget
 // kept: most candidates are priced and then excluded, the path the JSON
 // summary of exclusions exists for.
-func BenchmarkRank100kBudget(b *testing.B) {
-	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+func BenchmarkRank100kBudget(b *testing.B) { benchmarkRankBudget(b, 100_000) }
+
+// BenchmarkRank1MBudget is the same on 1,000,000 offers, issue #19's size.
+func BenchmarkRank1MBudget(b *testing.B) { benchmarkRankBudget(b, 1_000_000) }
+
+func benchmarkRankBudget(b *testing.B, offers int) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), offers)
 	p := finetunePlan()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -531,4 +551,77 @@ func BenchmarkRank100kBudget(b *testing.B) {
 		excluded = len(r.Excluded)
 	}
 	b.ReportMetric(float64(excluded), "excluded")
+}
+
+// TestRankParallelMatchesSerial ranks one catalog on one goroutine and in
+// seven chunks (the parallel path forced on, whatever the machine) and
+// wants the same report: the chunks' rows, exclusions and candidates are
+// put back in catalog order.
+func TestRankParallelMatchesSerial(t *testing.T) {
+	cat := randomCatalog(t, rand.New(rand.NewPCG(9, 10)), 200_000)
+	for i := range cat.Offers {
+		if i%97 == 0 {
+			cat.Offers[i].Currency = "EUR" // no exchange rate in the plan
+		}
+	}
+	var box *gpuwarden.Offer
+	for i := range cat.Offers {
+		if o := &cat.Offers[i]; o.GPU == "H200" && o.GPUCount == 8 && o.Currency == "USD" {
+			box = o
+			break
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(*gpuwarden.Plan)
+	}{
+		{"budget kept", func(*gpuwarden.Plan) {}},
+		{"no budget", func(p *gpuwarden.Plan) { p.Budget.MonthlyLimit = 0 }},
+		{"no spot, residency, providers", func(p *gpuwarden.Plan) {
+			p.Interruptions.Tolerance = gpuwarden.TolerateNone
+			p.Residency.Countries = []string{"DE", "US"}
+			p.Providers = gpuwarden.Providers{Prefer: []string{"vast"}, Exclude: []string{"lambda"}}
+		}},
+		{"per result, box over budget", func(p *gpuwarden.Plan) {
+			p.Workload.Throughput = &gpuwarden.Throughput{Unit: "epoch", PerHour: 2, PerHourByGPU: map[string]float64{"H200": 9}}
+			p.Box = &gpuwarden.Box{Provider: box.Provider, Region: box.Region, Instance: box.Instance}
+		}},
+		{"too small", func(p *gpuwarden.Plan) {
+			p.Workload = gpuwarden.Workload{Kind: gpuwarden.KindInference, ParamsB: 70, Precision: gpuwarden.BF16}
+		}},
+		{"every offer over budget", func(p *gpuwarden.Plan) { p.Budget.MonthlyLimit = gpuwarden.MicrosPerUnit }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := finetunePlan()
+			tt.edit(p)
+			want := rankWith(t, 1, p, cat)
+			got := rankWith(t, 7, p, cat)
+			parts := []struct {
+				name      string
+				got, want any
+			}{
+				{"ranked", got.Ranked, want.Ranked},
+				{"excluded", got.Excluded, want.Excluded},
+				{"findings", got.Findings, want.Findings},
+				{"report", got, want},
+			}
+			for _, part := range parts {
+				if !reflect.DeepEqual(part.got, part.want) {
+					t.Fatalf("%s differ: %d ranked, %d excluded in chunks; %d, %d on one goroutine",
+						part.name, len(got.Ranked), len(got.Excluded), len(want.Ranked), len(want.Excluded))
+				}
+			}
+		})
+	}
+}
+
+func rankWith(t *testing.T, procs int, p *gpuwarden.Plan, cat *gpuwarden.Catalog) *Report {
+	t.Helper()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+	r, err := Rank(p, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

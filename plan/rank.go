@@ -3,8 +3,10 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -32,7 +34,7 @@ type Candidate struct {
 	SpotSavings *gpuwarden.Cents `json:"spot_savings,omitempty"`
 	Preferred   bool             `json:"preferred,omitempty"`
 	Rank        int32            `json:"rank,omitempty"`
-	seq         int32            // order of pricing, the last tie-break
+	row         int32            // index in Report.rows
 	Role        Role             `json:"role,omitempty"`
 }
 
@@ -58,32 +60,48 @@ const (
 )
 
 // Exclusion is an offer (or one billing mode of it) left out, and why.
+// A budget over 1,000,000 offers excludes about 1.5 million billing modes,
+// so an exclusion holds no words and nothing allocated for it alone: Why
+// writes the words from the report when asked.
 type Exclusion struct {
-	Offer   *gpuwarden.Offer `json:"offer"`
-	Billing Billing          `json:"billing,omitempty"`
-	Reason  Reason           `json:"reason"`
-	// Message is the reason in words; empty for a budget exclusion, whose
-	// words Why writes when asked: a budget over 100,000 offers excludes
-	// most of them, and formatting each message was a third of the ranking.
-	Message string           `json:"message"`
-	Total   *gpuwarden.Cents `json:"total,omitempty"`
-	limit   gpuwarden.Cents
-	cur     gpuwarden.Currency
+	Offer *gpuwarden.Offer
+	// Total is the month's total of a priced billing mode (spot, budget);
+	// it is set when Billing is.
+	Total   gpuwarden.Cents
+	report  *Report
+	Reason  Reason
+	Billing Billing
 }
 
 // Why is the exclusion in words.
 func (e *Exclusion) Why() string {
-	if e.Message == "" && e.Reason == ReasonBudget && e.Total != nil {
-		return fmt.Sprintf("%s a month is over the %s budget", e.cur.Format(*e.Total), e.cur.Format(e.limit))
+	r := e.report
+	switch e.Reason {
+	case ReasonBudget:
+		return fmt.Sprintf("%s a month is over the %s budget", r.Currency.Format(e.Total), r.Currency.Format(r.BudgetLimit))
+	case ReasonSpot:
+		return "interruptions.tolerance is none: a reclaim would lose the work"
+	case ReasonCurrency:
+		o := e.Offer
+		return fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)
 	}
-	return e.Message
+	_, msg := r.rules.static(e.Offer, r.Sizing)
+	return msg
 }
 
-// MarshalJSON writes the exclusion with its message.
+// MarshalJSON writes the exclusion with its message, and its total when it
+// was priced.
 func (e Exclusion) MarshalJSON() ([]byte, error) {
-	type fields Exclusion
-	f := fields(e)
-	f.Message = e.Why()
+	f := struct {
+		Offer   *gpuwarden.Offer `json:"offer"`
+		Billing Billing          `json:"billing,omitempty"`
+		Reason  Reason           `json:"reason"`
+		Message string           `json:"message"`
+		Total   *gpuwarden.Cents `json:"total,omitempty"`
+	}{Offer: e.Offer, Billing: e.Billing, Reason: e.Reason, Message: e.Why()}
+	if e.Billing != 0 {
+		f.Total = &e.Total
+	}
 	return json.Marshal(f)
 }
 
@@ -107,17 +125,18 @@ type Report struct {
 	SpotVerdict             *SpotVerdict    `json:"spot_verdict,omitempty"`
 	Best                    *Candidate      `json:"-"`
 	PlanB                   *Candidate      `json:"-"`
-	fits                    []Candidate     // every priced candidate, budget aside
+	rows                    []priced        // every priced billing mode, budget aside, in catalog order
 	fx                      fx              // for findings
 	plan                    *gpuwarden.Plan // for findings
 	hours                   hoursModel      // for findings
+	rules                   rules           // for the words of exclusions
 	cat                     *gpuwarden.Catalog
-	centArena               []gpuwarden.Cents
+	cents                   centArena // spot savings of the candidates made after the ranking
 	shared                  map[sharedKey]sharedLines
 	estimates               map[estimateKey]estimated
 	priced                  []string                   // providers with egress or storage prices
 	byCountry               map[string]map[string]bool // country → providers with offers there
-	order                   []int32                    // indices of fits, cheapest first
+	order                   []int32                    // indices of rows, cheapest first
 }
 
 // Finding is one conclusion for people, with a stable kind for machines.
@@ -164,17 +183,8 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
 		r.SmallestCard = &c
 	}
-	rs := newRules(p)
-	r.fits = make([]Candidate, 0, billingModes(cat.Offers))
-	for i := range cat.Offers {
-		o := &cat.Offers[i]
-		if reason, msg := rs.static(o, sz); reason != "" {
-			r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: reason, Message: msg})
-			continue
-		}
-		r.price(o)
-	}
-	r.split()
+	r.rules = newRules(p)
+	r.split(r.priceAll(cat.Offers))
 	r.findings()
 	return r, nil
 }
@@ -236,8 +246,8 @@ func (rs rules) regionAllowed(o *gpuwarden.Offer) bool {
 	return false
 }
 
-// billingModes counts the candidates the offers can expand into, so the
-// slice that holds them is allocated once.
+// billingModes counts the rows the offers can expand into, so the slice
+// that holds them is allocated once.
 func billingModes(offers []gpuwarden.Offer) int {
 	n := 0
 	for i := range offers {
@@ -255,68 +265,266 @@ func billingModes(offers []gpuwarden.Offer) int {
 	return n
 }
 
-func (r *Report) add(c Candidate) {
-	c.seq = int32(len(r.fits))
-	r.fits = append(r.fits, c)
-}
+// centArena hands out addresses for spot savings from shared chunks: one
+// allocation per 4,096 spot rows instead of one each.
+type centArena []gpuwarden.Cents
 
-// cents stores v in a shared chunk and returns its address: one allocation
-// per 4,096 spot rows instead of one each.
-func (r *Report) cents(v gpuwarden.Cents) *gpuwarden.Cents {
-	if len(r.centArena) == cap(r.centArena) {
-		r.centArena = make([]gpuwarden.Cents, 0, 4096)
+func (a *centArena) store(v gpuwarden.Cents) *gpuwarden.Cents {
+	if len(*a) == cap(*a) {
+		*a = make([]gpuwarden.Cents, 0, 4096)
 	}
-	r.centArena = append(r.centArena, v)
-	return &r.centArena[len(r.centArena)-1]
+	*a = append(*a, v)
+	return &(*a)[len(*a)-1]
 }
 
-// price expands an offer into its billing modes and prices each one.
-func (r *Report) price(o *gpuwarden.Offer) {
-	shared := r.sharedFor(o)
-	if !shared.ok {
-		r.Excluded = append(r.Excluded, Exclusion{Offer: o, Reason: ReasonCurrency,
-			Message: fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)})
+// priced is one billing mode of an offer and its month's total: all that
+// the ordering and the budget need. A budget over 1,000,000 offers
+// excludes most of their 1.6 million modes, so a Candidate is made only
+// for a mode the plan ranks (or on demand, see candidateAt), and a row is
+// 16 bytes, not 104.
+type priced struct {
+	total     gpuwarden.Cents
+	offer     int32 // index in the catalog's offers
+	billing   Billing
+	preferred bool
+}
+
+var billingModesInOrder = [...]Billing{OnDemand, Spot, Monthly}
+
+// parallelMin is the number of offers (or sort keys) from which the work
+// is split over every core; below it the goroutines cost about what they
+// save.
+const parallelMin = 20_000
+
+// partsFor is how many parts n items are split into: one per core from
+// parallelMin on, else one.
+func partsFor(n int) int {
+	if n < parallelMin {
+		return 1
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// span is the half-open range of part i of n items cut into parts.
+func span(n, parts, i int) (lo, hi int) {
+	size := (n + parts - 1) / parts
+	lo = min(i*size, n)
+	return lo, min(lo+size, n)
+}
+
+// inParallel runs f for each part, each on its own goroutine when there
+// are several, and returns when all are done.
+func inParallel(parts int, f func(part int)) {
+	if parts == 1 {
+		f(0)
 		return
 	}
-	preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
-	var onDemandTotal gpuwarden.Cents
-	var hourly gpuwarden.Micros
-	if o.OnDemandHourly > 0 {
-		rate, _ := r.fx.convert(o.OnDemandHourly, o.Currency)
-		c := r.candidate(o, OnDemand, rate, &r.hours.onDemand, shared)
-		c.Preferred = preferred
-		onDemandTotal, hourly = c.Total, rate
-		r.add(c)
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { f(i) })
 	}
-	if o.SpotHourly > 0 {
-		rate, _ := r.fx.convert(o.SpotHourly, o.Currency)
-		c := r.candidate(o, Spot, rate, &r.hours.spot, shared)
-		c.Preferred = preferred
-		if o.OnDemandHourly > 0 {
-			c.SpotSavings = r.cents(onDemandTotal - c.Total)
+	wg.Wait()
+}
+
+// chunk is one run of the catalog's offers, priced by one goroutine into
+// its own window of the report's rows and its own exclusions and
+// candidates: concatenated in chunk order, they are in catalog order.
+type chunk struct {
+	first      int32 // index of its first offer in the catalog
+	offers     []gpuwarden.Offer
+	rows       []priced // a window of Report.rows with room for every billing mode
+	excluded   []Exclusion
+	forbidden  int          // rows that split will exclude (spot, budget)
+	candidates []*Candidate // of the ranked rows, in catalog order
+	kept       []Candidate  // the block the next candidate goes to
+	cents      centArena
+	shared     map[sharedKey]sharedLines // this chunk's copy of Report.shared
+}
+
+// priceAll prices every offer into r.rows, the static exclusions into
+// r.Excluded, and returns the candidates of the rows the plan ranks, in
+// catalog order. They are made while the offer is still in the cache: made
+// after the sort, each read its offer from a random place, and
+// BenchmarkRank100k took three times as long.
+func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
+	chunks := make([]chunk, partsFor(len(offers)))
+	modes := make([]int, len(chunks))
+	inParallel(len(chunks), func(i int) {
+		lo, hi := span(len(offers), len(chunks), i)
+		chunks[i].first, chunks[i].offers = int32(lo), offers[lo:hi]
+		modes[i] = billingModes(chunks[i].offers)
+	})
+	// One allocation for all rows: each chunk's window has room for all its
+	// billing modes, and what the static rules and missing exchange rates
+	// leave empty is closed up below.
+	var total int
+	for _, n := range modes {
+		total += n
+	}
+	r.rows = make([]priced, total)
+	at := 0
+	for i := range chunks {
+		chunks[i].rows = r.rows[at:at:(at + modes[i])]
+		at += modes[i]
+	}
+	var sharedMu sync.Mutex
+	inParallel(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
+	var rows, excluded, forbidden, ranked int
+	for i := range chunks {
+		c := &chunks[i]
+		excluded += len(c.excluded)
+		forbidden += c.forbidden
+		ranked += len(c.candidates)
+	}
+	r.Excluded = make([]Exclusion, 0, excluded+forbidden)
+	candidates := make([]*Candidate, 0, ranked)
+	for i := range chunks {
+		c := &chunks[i]
+		for _, cand := range c.candidates {
+			cand.row += int32(rows)
 		}
-		r.add(c)
+		rows += copy(r.rows[rows:], c.rows)
+		r.Excluded = append(r.Excluded, c.excluded...)
+		candidates = append(candidates, c.candidates...)
 	}
-	if o.Monthly > 0 {
-		rate, _ := r.fx.convert(o.Monthly, o.Currency)
-		c := r.candidate(o, Monthly, rate, &r.hours.monthly, shared)
-		c.Preferred = preferred
-		if hourly > 0 {
-			c.BreakEvenHours = roundHours(rate.Float() / hourly.Float())
+	r.rows = r.rows[:rows]
+	return candidates
+}
+
+// price prices the chunk's offers: the rules first, then each billing mode
+// into a row, and a candidate for each row the plan ranks.
+func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
+	for i := range c.offers {
+		o := &c.offers[i]
+		if reason, _ := r.rules.static(o, r.Sizing); reason != "" {
+			c.excluded = append(c.excluded, Exclusion{Offer: o, Reason: reason, report: r})
+			continue
 		}
-		r.add(c)
+		shared := c.sharedFor(r, sharedMu, o)
+		if !shared.ok {
+			c.excluded = append(c.excluded, Exclusion{Offer: o, Reason: ReasonCurrency, report: r})
+			continue
+		}
+		preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
+		for _, b := range billingModesInOrder {
+			if listPrice(o, b) <= 0 {
+				continue
+			}
+			cand := r.candidate(o, b, shared)
+			p := priced{total: cand.Total, offer: c.first + int32(i), billing: b, preferred: preferred}
+			if r.forbids(p) != "" {
+				c.forbidden++
+			} else {
+				// row is its place in the chunk's window; priceAll adds
+				// the window's place once the windows are closed up.
+				cand.Preferred, cand.row = preferred, int32(len(c.rows))
+				r.finish(&cand, shared, &c.cents)
+				c.candidates = append(c.candidates, c.keep(cand))
+			}
+			c.rows = append(c.rows, p)
+		}
 	}
+}
+
+// keep stores a ranked candidate in a block of up to 4,096, so that
+// pointers stay put and nothing is copied as the ranking grows.
+func (c *chunk) keep(cand Candidate) *Candidate {
+	if len(c.kept) == cap(c.kept) {
+		c.kept = make([]Candidate, 0, min(4096, cap(c.rows)-len(c.rows)))
+	}
+	c.kept = append(c.kept, cand)
+	return &c.kept[len(c.kept)-1]
+}
+
+// sharedFor is Report.sharedFor for one goroutine: the report's maps are
+// filled under the lock, once per provider, and read from the chunk's copy.
+func (c *chunk) sharedFor(r *Report, mu *sync.Mutex, o *gpuwarden.Offer) sharedLines {
+	k := sharedKey{o.Provider, o.Currency, o.Country}
+	if s, ok := c.shared[k]; ok {
+		return s
+	}
+	mu.Lock()
+	s := r.sharedFor(o)
+	mu.Unlock()
+	if c.shared == nil {
+		c.shared = map[sharedKey]sharedLines{}
+	}
+	c.shared[k] = s
+	return s
+}
+
+// listPrice is the catalog's price of a billing mode, in the offer's currency.
+func listPrice(o *gpuwarden.Offer, b Billing) gpuwarden.Micros {
+	switch b {
+	case OnDemand:
+		return o.OnDemandHourly
+	case Spot:
+		return o.SpotHourly
+	}
+	return o.Monthly
+}
+
+// hoursOf is the plan's month for a billing mode.
+func (r *Report) hoursOf(b Billing) *Hours {
+	switch b {
+	case OnDemand:
+		return &r.hours.onDemand
+	case Spot:
+		return &r.hours.spot
+	}
+	return &r.hours.monthly
 }
 
 // candidate prices one billing mode. The lines are built on the stack only
 // to add them up: Lines rebuilds them when asked, so ranking 100,000 offers
 // stores no lines at all.
-func (r *Report) candidate(o *gpuwarden.Offer, b Billing, rate gpuwarden.Micros, h *Hours, shared sharedLines) Candidate {
-	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: h, shared: shared.lines}
+func (r *Report) candidate(o *gpuwarden.Offer, b Billing, shared sharedLines) Candidate {
+	rate, _ := r.fx.convert(listPrice(o, b), o.Currency)
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: r.hoursOf(b), shared: shared.lines}
 	var buf [3]Line
 	c.Total = sum(c.ownLines(buf[:0])) + shared.total
-	r.perResult(&c)
 	return c
+}
+
+// candidateAt makes the candidate of row j, for the findings and the box
+// that look past the ranking.
+func (r *Report) candidateAt(j int32) Candidate {
+	p := r.rows[j]
+	o := &r.cat.Offers[p.offer]
+	shared := r.sharedFor(o)
+	c := r.candidate(o, p.billing, shared)
+	c.Preferred, c.row = p.preferred, j
+	r.finish(&c, shared, &r.cents)
+	return c
+}
+
+// finish adds what only a shown candidate needs: the spot savings, the
+// monthly break-even and the cost per result.
+func (r *Report) finish(c *Candidate, shared sharedLines, cents *centArena) {
+	o := c.Offer
+	switch c.Billing {
+	case Spot:
+		if o.OnDemandHourly > 0 {
+			c.SpotSavings = cents.store(r.candidate(o, OnDemand, shared).Total - c.Total)
+		}
+	case Monthly:
+		c.BreakEvenHours = r.breakEvenHours(o)
+	}
+	r.perResult(c)
+}
+
+// breakEvenHours is the billed hours above which the offer's monthly price
+// beats its hourly rate; 0 when it has no hourly rate.
+func (r *Report) breakEvenHours(o *gpuwarden.Offer) float64 {
+	if o.OnDemandHourly <= 0 {
+		return 0
+	}
+	hourly, _ := r.fx.convert(o.OnDemandHourly, o.Currency)
+	if hourly <= 0 {
+		return 0
+	}
+	monthly, _ := r.fx.convert(o.Monthly, o.Currency)
+	return roundHours(monthly.Float() / hourly.Float())
 }
 
 // Lines is the candidate's bill: its hours (or its monthly price), then the

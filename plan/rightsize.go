@@ -83,12 +83,19 @@ func (r *Report) Current() *Candidate {
 	if b == nil || b.Instance == "" {
 		return r.Best
 	}
-	for i := range r.fits { // the box may be over the budget: look past the ranking
-		c := &r.fits[i]
-		if c.Offer.Instance == b.Instance && strings.EqualFold(c.Offer.Provider, b.Provider) &&
-			(b.Region == "" || strings.EqualFold(c.Offer.Region, b.Region)) && c.Billing.String() == billingOf(b) {
-			return c
+	for j, p := range r.rows { // the box may be over the budget: look past the ranking
+		o := &r.cat.Offers[p.offer]
+		if o.Instance != b.Instance || !strings.EqualFold(o.Provider, b.Provider) ||
+			(b.Region != "" && !strings.EqualFold(o.Region, b.Region)) || p.billing.String() != billingOf(b) {
+			continue
 		}
+		for _, c := range r.Ranked {
+			if c.row == int32(j) {
+				return c
+			}
+		}
+		c := r.candidateAt(int32(j))
+		return &c
 	}
 	return nil
 }
