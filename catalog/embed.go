@@ -252,14 +252,24 @@ func parseGPUs() ([]gpuwarden.GPUSpec, error) {
 	return out, nil
 }
 
-// specVRAM is the memory per GPU of a canonical model: the GPU table's
-// figure when it has the model, else the first size the name stands for.
-func specVRAM(model string, sizes []float64) float64 {
+// EmbeddedGPU returns the embedded GPU table's row of a canonical model.
+// It parses that table alone: the simulator, which the agent's benchmark
+// runs, needs a datasheet, not the prices, egress and regions of Embedded.
+func EmbeddedGPU(model string) (gpuwarden.GPUSpec, bool) {
 	table, _ := gpuTable()
 	for _, g := range table {
 		if g.Model == model {
-			return g.VRAMGB
+			return g, true
 		}
+	}
+	return gpuwarden.GPUSpec{}, false
+}
+
+// specVRAM is the memory per GPU of a canonical model: the GPU table's
+// figure when it has the model, else the first size the name stands for.
+func specVRAM(model string, sizes []float64) float64 {
+	if g, ok := EmbeddedGPU(model); ok {
+		return g.VRAMGB
 	}
 	if len(sizes) > 0 {
 		return sizes[0]

@@ -49,6 +49,23 @@ func TestEmbeddedRowCounts(t *testing.T) {
 	}
 }
 
+// TestEmbeddedGPU: the one-table lookup the simulator uses finds every
+// row Embedded has, and nothing for a model outside the table.
+func TestEmbeddedGPU(t *testing.T) {
+	c, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range c.GPUs {
+		if got, ok := EmbeddedGPU(want.Model); !ok || got != want {
+			t.Errorf("EmbeddedGPU(%q) = %+v, %v; want %+v, true", want.Model, got, ok, want)
+		}
+	}
+	if got, ok := EmbeddedGPU("RTX-9999"); ok {
+		t.Errorf("EmbeddedGPU(RTX-9999) = %+v, true; want nothing", got)
+	}
+}
+
 func TestEmbeddedKnownRows(t *testing.T) {
 	c, err := Embedded()
 	if err != nil {

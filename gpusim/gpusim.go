@@ -219,16 +219,7 @@ func specFor(model string) (gpuwarden.GPUSpec, bool) {
 	if _, ok := models[model]; !ok {
 		return gpuwarden.GPUSpec{}, false
 	}
-	cat, err := catalog.Embedded()
-	if err != nil {
-		return gpuwarden.GPUSpec{}, false
-	}
-	for _, g := range cat.GPUs {
-		if g.Model == model {
-			return g, true
-		}
-	}
-	return gpuwarden.GPUSpec{}, false
+	return catalog.EmbeddedGPU(model)
 }
 
 // Sim is a simulated host; it implements gpuwarden.GPUs, gpuwarden.Prober

@@ -27,10 +27,13 @@ import (
 // is stored. The prefix lets secret scanners recognise a leaked token.
 const tokenPrefix = "gw_"
 
+// The patterns are compiled on first use, by the fleet server: their
+// bounded repeats compile to large programs, which the agent, linked into
+// the same binary, paid for at start (issue #19).
 var (
-	tokenIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
-	secretPattern  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	projectPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	tokenIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{16}$`) })
+	secretPattern  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	projectPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) })
 )
 
 // NewToken makes a token record for a project and role and returns it with
@@ -66,7 +69,7 @@ func ValidProject(name string, allowAll bool) error {
 	if allowAll && name == gpuwarden.AllProjects {
 		return nil
 	}
-	if !projectPattern.MatchString(name) {
+	if !projectPattern().MatchString(name) {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "project %q: use 1 to 63 lowercase letters, digits, '.', '_' or '-'", name)
 	}
 	return nil
@@ -85,7 +88,7 @@ func splitToken(raw string) (id, secret string, ok bool) {
 		return "", "", false
 	}
 	id, secret, ok = strings.Cut(rest, "_")
-	if !ok || !tokenIDPattern.MatchString(id) || !secretPattern.MatchString(secret) {
+	if !ok || !tokenIDPattern().MatchString(id) || !secretPattern().MatchString(secret) {
 		return "", "", false
 	}
 	return id, secret, true
@@ -376,7 +379,7 @@ func newSession(t gpuwarden.Token, now time.Time, lifetime time.Duration) (gpuwa
 // raw token from an old cookie, say) is refused without a database read.
 func sessionHash(raw string) ([]byte, bool) {
 	secret, ok := strings.CutPrefix(raw, sessionPrefix)
-	if !ok || !secretPattern.MatchString(secret) {
+	if !ok || !secretPattern().MatchString(secret) {
 		return nil, false
 	}
 	sum := sha256.Sum256([]byte(raw))

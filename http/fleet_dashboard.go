@@ -259,7 +259,7 @@ func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	if c, err := r.Cookie(loginCookie); err != nil || !secretPattern.MatchString(c.Value) ||
+	if c, err := r.Cookie(loginCookie); err != nil || !secretPattern().MatchString(c.Value) ||
 		subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostForm.Get(csrfField))) != 1 {
 		s.renderLogin(w, r, nethttp.StatusForbidden, "This sign-in form expired or was not this server's: sign in again.", next)
 		return
@@ -300,7 +300,7 @@ func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 // It deletes an old cookie that held a raw token.
 func (s *FleetServer) renderLogin(w nethttp.ResponseWriter, r *nethttp.Request, code int, msg, next string) {
 	var csrf string
-	if c, err := r.Cookie(loginCookie); err == nil && secretPattern.MatchString(c.Value) {
+	if c, err := r.Cookie(loginCookie); err == nil && secretPattern().MatchString(c.Value) {
 		csrf = c.Value
 	} else if csrf, err = newSecret(); err != nil {
 		s.renderError(w, nil, 0, err)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"unicode"
 
@@ -123,8 +124,12 @@ func ValidateTarget(t gpuwarden.Target) error {
 
 // safeID is what an instance ID read from a command's output may look
 // like before it is put into the stop and ready commands: provider IDs are
-// made of these, and anything else could be shell syntax.
-var safeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}$`)
+// made of these, and anything else could be shell syntax. Compiled on
+// first use: the bounded repeat compiles to some 200 KB of program, which
+// every command of the binary, the agent too, paid at start (issue #19).
+var safeID = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}$`)
+})
 
 // shellQuote makes s a single POSIX shell word.
 func shellQuote(s string) string {

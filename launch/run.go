@@ -768,7 +768,7 @@ func (r *runner) instanceID(t gpuwarden.Target, output string) string {
 	if len(m) < 2 || m[1] == "" {
 		return ""
 	}
-	if !safeID.MatchString(m[1]) {
+	if !safeID().MatchString(m[1]) {
 		r.log.Warn("ignored an instance id that is not a plain word", "target", t.Name, "id", clip(m[1], 80))
 		return ""
 	}

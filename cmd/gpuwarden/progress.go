@@ -5,13 +5,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 	"github.com/spf13/cobra"
 )
 
-var unitPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+// unitPattern is compiled when progress runs, not when every other
+// command, the agent too, starts (issue #19).
+var unitPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 
 func (a *app) progressCommand() *cobra.Command {
 	var dataDir string
@@ -33,7 +36,7 @@ requests. Call it from the training loop or a serving hook.
 			if len(args) == 2 {
 				count = args[1]
 			}
-			if !unitPattern.MatchString(unit) {
+			if !unitPattern().MatchString(unit) {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "unit %q: use a lowercase word such as epoch or requests", unit)
 			}
 			if n, err := strconv.ParseFloat(count, 64); err != nil || n < 0 || n > 1e15 {
