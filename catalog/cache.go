@@ -394,6 +394,7 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 		warns[i] = r.text(int(r.count(1)))
 	}
 	offers := make([]gpuwarden.Offer, r.count(minEncodedOffer))
+	adviseHugePages(offers)
 	blocks := make([]cacheReader, (len(offers)+cacheBlock-1)/cacheBlock)
 	sizes := make([]int, len(blocks))
 	for i := range sizes {

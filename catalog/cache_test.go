@@ -248,3 +248,19 @@ func TestCacheLayoutRoundTripOverBlocks(t *testing.T) {
 		t.Errorf("round trip over %d blocks changed the offers", (len(offers)+cacheBlock-1)/cacheBlock)
 	}
 }
+
+// Advice over a slice of any size leaves its offers as they were.
+func TestAdviseHugePagesKeepsOffers(t *testing.T) {
+	for _, n := range []int{0, 1, 3 * hugePageOffers} {
+		offers := make([]gpuwarden.Offer, n)
+		for i := range offers {
+			offers[i].Zones = i
+		}
+		adviseHugePages(offers)
+		for i := range offers {
+			if offers[i].Zones != i {
+				t.Fatalf("%d offers: offer %d changed", n, i)
+			}
+		}
+	}
+}

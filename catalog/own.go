@@ -65,6 +65,7 @@ func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, 
 		total += c.lines
 	}
 	all := make([]gpuwarden.Offer, total)
+	adviseHugePages(all)
 	type result struct {
 		rows int
 		r    *ownReader
