@@ -88,6 +88,9 @@ const maxPriceFile = 1 << 30
 // else holds: the offers read from it keep substrings of it. With the
 // size known, that is one allocation.
 func readAll(name string, r io.Reader, size int) (string, error) {
+	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
+		size = min(l.Len(), maxPriceFile) // a bytes.Reader, a strings.Reader: its length is known
+	}
 	var buf bytes.Buffer
 	buf.Grow(size + bytes.MinRead)
 	if _, err := buf.ReadFrom(io.LimitReader(r, maxPriceFile+1)); err != nil {

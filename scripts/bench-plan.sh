@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench-plan.sh: `gpuwarden plan` end to end on generated own-format price
 # files of 100,000 and 1,000,000 rows, first read (no parsed-catalog cache)
-# and again (cached), with wall time and peak RSS, beside the file size and
-# an idle run of the same binary (`gpuwarden version`) as the floor.
+# and again (cached), with wall time and peak RSS (REPS runs each, default
+# 3, the range printed), beside the file size, an idle run of the same
+# binary (`gpuwarden version`) and, as ceilings, wc -l and sha256sum on the
+# file.
 #
 #   scripts/bench-plan.sh [ROWS...]      (default: 100000 1000000)
 #   GPUWARDEN=path/to/gpuwarden scripts/bench-plan.sh
@@ -15,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rows=("${@:-100000 1000000}")
+reps=${REPS:-3}
 read -r -a rows <<<"${rows[*]}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -41,14 +44,20 @@ gen() {
 }
 uncache() { python3 -c 'import os,sys
 fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"; }
-measure() { # label, then the command
+measure() { # label, then the command; runs it $reps times, prints the range
   local label=$1; shift
-  /usr/bin/time -f "%e %M" -o "$work/time" "$@" >"$work/out" 2>"$work/err" || {
-    echo "$label: exit $?"; cat "$work/err"; exit 1; }
-  read -r wall kb <"$work/time"
-  printf '%-28s %6.2f s %8.1f MB peak RSS\n' "$label" "$wall" "$(echo "$kb/1024" | bc -l)"
+  local walls=() kbs=()
+  for _ in $(seq "$reps"); do
+    local t0=$EPOCHREALTIME
+    /usr/bin/time -f "%M" -o "$work/time" "$@" >"$work/out" 2>"$work/err" || {
+      echo "$label: exit $?"; cat "$work/err"; exit 1; }
+    local t1=$EPOCHREALTIME
+    walls+=("$(echo "scale=3; ($t1 - $t0) / 1" | bc | sed 's/^\./0./')") kbs+=("$(tail -1 "$work/time")")
+  done
+  printf '%-30s %s s  peak RSS %s MB\n' "$label" "$(range "${walls[@]}")" \
+    "$(range "$(for k in "${kbs[@]}"; do echo "scale=1; $k/1024" | bc; done)")"
 }
-if [ "${rows[0]}" = gen ]; then gen "${rows[1]}"; exit; fi
+range() { printf '%s\n' "$@" | sort -n | sed -n '1p;$p' | paste -sd- | sed 's/^\(.*\)-\1$/\1/'; }
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin" version | head -1
 uncache "$bin"
@@ -58,8 +67,13 @@ for n in "${rows[@]}"; do
   gen "$n" >"$csv"
   printf '%d rows, %.1f MB file\n' "$n" "$(echo "$(stat -c %s "$csv")/1048576" | bc -l)"
   data=$work/data-$n
-  for run in first cached; do
-    measure "  plan -o json ($run)" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv" -o json
-  done
+  # The ceilings in the same run: reading the file's bytes (wc -l) and
+  # hashing them (sha256sum, what a cached run does before anything else).
+  measure "  wc -l (read the file)" wc -l "$csv"
+  measure "  sha256sum" sha256sum "$csv"
+  # first: each run without the parsed-catalog cache (removed before it).
+  measure "  plan -o json (first)" sh -c 'rm -rf "$1/cache"; shift; exec "$@"' _ "$data" \
+    "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv" -o json
+  measure "  plan -o json (cached)" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv" -o json
   measure "  plan table (cached)" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv"
 done
