@@ -111,7 +111,7 @@ func BenchmarkReadOwn100k(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		offers, _, err := parseOffers("prices.csv", "", string(in))
+		offers, _, err := parseOffers("prices.csv", "", string(in), nil)
 		if err != nil || len(offers) != 100_000 {
 			b.Fatalf("%d offers, %v", len(offers), err)
 		}
@@ -123,7 +123,7 @@ func BenchmarkReadOwn100k(b *testing.B) {
 // parsed-catalog cache's layout (decode only, the file in memory), beside
 // BenchmarkReadOwn100k's parse of the same rows.
 func BenchmarkReadCached100k(b *testing.B) {
-	offers, warns, err := parseOffers("prices.csv", "", string(own100k()))
+	offers, warns, err := parseOffers("prices.csv", "", string(own100k()), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func BenchmarkReadCached100k(b *testing.B) {
 	b.SetBytes(int64(len(entry)))
 	b.ReportAllocs()
 	for b.Loop() {
-		got, _, err := decodeCache(entry, key)
+		got, _, err := decodeCache(entry, key, nil)
 		if err != nil || len(got) != 100_000 {
 			b.Fatalf("%d offers, %v", len(got), err)
 		}
@@ -143,7 +143,7 @@ func BenchmarkReadCached100k(b *testing.B) {
 // BenchmarkEncodeCache100k lays out own100k's parse for the cache, the
 // first read's extra cost.
 func BenchmarkEncodeCache100k(b *testing.B) {
-	offers, warns, err := parseOffers("prices.csv", "", string(own100k()))
+	offers, warns, err := parseOffers("prices.csv", "", string(own100k()), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -103,11 +103,12 @@ func (c parseCache) usable() bool {
 	return errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir())
 }
 
-// readFile is the package's readFile through the cache: the file is
-// hashed first, and parsed only when no entry has its content.
-func (c parseCache) readFile(name string) ([]gpuwarden.Offer, []string, error) {
+// readFile reads a user's price file through the cache, its offers after
+// before (as parseOffers): the file is hashed first, and parsed only when
+// no entry has its content.
+func (c parseCache) readFile(name string, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
 	if content, size, ok := c.hashFile(name); ok {
-		if offers, warns, ok := c.lookup(name, "", content, size); ok {
+		if offers, warns, ok := c.lookup(name, "", content, size, before); ok {
 			return offers, warns, nil
 		}
 	}
@@ -115,13 +116,13 @@ func (c parseCache) readFile(name string) ([]gpuwarden.Offer, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	offers, warns, err := parseOffers(name, "", data)
+	offers, warns, err := parseOffers(name, "", data, before)
 	if err != nil {
 		return nil, nil, err // a bad file is not cached: it is read, and reported, anew
 	}
 	// The content parsed is hashed again, since the file may have changed
 	// since it was first hashed.
-	c.store(name, "", sha256.Sum256(unsafe.Slice(unsafe.StringData(data), len(data))), len(data), offers, warns)
+	c.store(name, "", sha256.Sum256(unsafe.Slice(unsafe.StringData(data), len(data))), len(data), offers[len(before):], warns)
 	return offers, warns, nil
 }
 
@@ -153,9 +154,9 @@ func (c parseCache) hashFile(name string) (content [sha256.Size]byte, size int, 
 func (c parseCache) path(key string) string { return filepath.Join(c.dir, "catalog-"+key+".bin") }
 
 // lookup returns the cached parse of a file of size bytes with this
-// content, if there is one. Any fault (a damaged or foreign file) is a
-// miss, logged.
-func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, size int) ([]gpuwarden.Offer, []string, bool) {
+// content, if there is one, its offers after before. Any fault (a damaged
+// or foreign file) is a miss, logged.
+func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, size int, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, bool) {
 	if size < minCachedFile || !c.usable() {
 		return nil, nil, false
 	}
@@ -164,7 +165,7 @@ func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, siz
 		return nil, nil, false
 	}
 	p := c.path(key)
-	offers, warns, err := readCacheFile(p, key)
+	offers, warns, err := readCacheFile(p, key, before)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			slog.Debug("catalog cache: entry not used", "file", p, "err", err)
@@ -360,7 +361,7 @@ var errCacheDamaged = errors.New("damaged cache entry")
 
 // readCacheFile reads an entry written by encodeCache. The strings of the
 // offers are substrings of the file's bytes, read once and never changed.
-func readCacheFile(path, key string) ([]gpuwarden.Offer, []string, error) {
+func readCacheFile(path, key string, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, nil, err
@@ -377,11 +378,12 @@ func readCacheFile(path, key string) ([]gpuwarden.Offer, []string, error) {
 	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, nil, err
 	}
-	return decodeCache(b, key)
+	return decodeCache(b, key, before)
 }
 
-// decodeCache reads encodeCache's layout; b must not change afterwards.
-func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
+// decodeCache reads encodeCache's layout, its offers after before; b must
+// not change afterwards.
+func decodeCache(b []byte, key string, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
 	if len(b) < 4 || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], crcTable) {
 		return nil, nil, errCacheDamaged
 	}
@@ -393,8 +395,10 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 	for i := range warns {
 		warns[i] = r.text(int(r.count(1)))
 	}
-	offers := make([]gpuwarden.Offer, r.count(minEncodedOffer))
-	adviseHugePages(offers)
+	all := make([]gpuwarden.Offer, len(before)+int(r.count(minEncodedOffer)))
+	adviseHugePages(all)
+	copy(all, before)
+	offers := all[len(before):]
 	blocks := make([]cacheReader, (len(offers)+cacheBlock-1)/cacheBlock)
 	sizes := make([]int, len(blocks))
 	for i := range sizes {
@@ -415,7 +419,7 @@ func decodeCache(b []byte, key string) ([]gpuwarden.Offer, []string, error) {
 			return nil, nil, errCacheDamaged
 		}
 	}
-	return offers, warns, nil
+	return all, warns, nil
 }
 
 // block reads a block into out, which has room for exactly its offers.

@@ -47,11 +47,11 @@ func TestCacheServesAnUnchangedFile(t *testing.T) {
 	dir := t.TempDir()
 	file := bigOwnFile(t, dir)
 	cache := parseCache{dir: filepath.Join(dir, "cache")}
-	want, wantWarns, err := parseCache{}.readFile(file)
+	want, wantWarns, err := parseCache{}.readFile(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _, err := cache.readFile(file)
+	first, _, err := cache.readFile(file, nil)
 	if err != nil || !reflect.DeepEqual(first, want) {
 		t.Fatalf("first read: %v, offers equal: %v", err, reflect.DeepEqual(first, want))
 	}
@@ -59,12 +59,16 @@ func TestCacheServesAnUnchangedFile(t *testing.T) {
 		t.Fatalf("got %d cache entries after the first read, want 1", got)
 	}
 	content, size, ok := cache.hashFile(file)
-	got, gotWarns, hit := cache.lookup(file, "", content, size)
+	got, gotWarns, hit := cache.lookup(file, "", content, size, nil)
 	if !ok || !hit {
 		t.Fatalf("hashed %v, hit %v: want the unchanged file served from the cache", ok, hit)
 	}
 	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotWarns, wantWarns) {
 		t.Errorf("cached parse differs: %d offers, warnings %q; want %d, %q", len(got), gotWarns, len(want), wantWarns)
+	}
+	before := []gpuwarden.Offer{{Provider: "aws", Instance: "earlier"}}
+	if got, _, hit := cache.lookup(file, "", content, size, before); !hit || !reflect.DeepEqual(got, append(before, want...)) {
+		t.Errorf("after one offer: hit %v, %d offers; want the earlier offer first", hit, len(got))
 	}
 
 	// One byte changed is another file: parsed, and cached beside the first.
@@ -73,7 +77,7 @@ func TestCacheServesAnUnchangedFile(t *testing.T) {
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	changed, _, err := cache.readFile(file)
+	changed, _, err := cache.readFile(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +93,7 @@ func TestCacheTakesNoSmallFileAndNoLinkedFolder(t *testing.T) {
 	dir := t.TempDir()
 	small := filepath.Join("testdata", "own", "prices.csv")
 	cache := parseCache{dir: filepath.Join(dir, "cache")}
-	if _, _, err := cache.readFile(small); err != nil {
+	if _, _, err := cache.readFile(small, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(cache.dir); !os.IsNotExist(err) {
@@ -102,7 +106,7 @@ func TestCacheTakesNoSmallFileAndNoLinkedFolder(t *testing.T) {
 	if err := os.Symlink(elsewhere, linked); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := (parseCache{dir: linked}).readFile(bigOwnFile(t, dir)); err != nil {
+	if _, _, err := (parseCache{dir: linked}).readFile(bigOwnFile(t, dir), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := cacheEntries(t, elsewhere); len(got) != 0 {
@@ -114,7 +118,7 @@ func TestCacheDamagedEntryIsParsedAgain(t *testing.T) {
 	dir := t.TempDir()
 	file := bigOwnFile(t, dir)
 	cache := parseCache{dir: filepath.Join(dir, "cache")}
-	want, _, err := cache.readFile(file)
+	want, _, err := cache.readFile(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +129,14 @@ func TestCacheDamagedEntryIsParsedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	content, size, _ := cache.hashFile(file)
-	if _, _, hit := cache.lookup(file, "", content, size); hit {
+	if _, _, hit := cache.lookup(file, "", content, size, nil); hit {
 		t.Fatal("a damaged entry was served")
 	}
-	got, _, err := cache.readFile(file)
+	got, _, err := cache.readFile(file, nil)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after damage: %v, offers equal: %v", err, reflect.DeepEqual(got, want))
 	}
-	if _, _, hit := cache.lookup(file, "", content, size); !hit {
+	if _, _, hit := cache.lookup(file, "", content, size, nil); !hit {
 		t.Error("the entry was not written again after the damaged one")
 	}
 }
@@ -198,14 +202,14 @@ func TestCacheLayoutRoundTrip(t *testing.T) {
 			continue // the bad-input fixtures
 		}
 		key := fmt.Sprintf("%064x", sha256.Sum256(data))
-		got, gotWarns, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), key)
+		got, gotWarns, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), key, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		if !reflect.DeepEqual(got, offers) || !reflect.DeepEqual(gotWarns, warns) {
 			t.Errorf("%s: round trip changed the parse", f)
 		}
-		if _, _, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), fmt.Sprintf("%064x", 1)); err == nil {
+		if _, _, err := decodeCache(bytes.Join(encodeCache(key, offers, warns), nil), fmt.Sprintf("%064x", 1), nil); err == nil {
 			t.Errorf("%s: an entry was read under another key", f)
 		}
 	}
@@ -224,7 +228,7 @@ func FuzzDecodeCache(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		b := append(append([]byte(nil), good[:head]...), body...)
 		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
-		offers, _, err := decodeCache(b, key)
+		offers, _, err := decodeCache(b, key, nil)
 		if err == nil && len(offers) > len(body)/minEncodedOffer {
 			t.Fatalf("%d offers from %d bytes", len(offers), len(body))
 		}
@@ -240,7 +244,7 @@ func TestCacheLayoutRoundTripOverBlocks(t *testing.T) {
 			Currency: "USD", OnDemandHourly: gpuwarden.Micros(i), Origin: gpuwarden.Origin{File: "big.csv", Line: i + 2}}
 	}
 	key := fmt.Sprintf("%064x", 3)
-	got, _, err := decodeCache(bytes.Join(encodeCache(key, offers, nil), nil), key)
+	got, _, err := decodeCache(bytes.Join(encodeCache(key, offers, nil), nil), key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

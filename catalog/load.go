@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -89,49 +88,31 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 			storedWarns = append(storedWarns, fmt.Sprintf("no downloaded catalog in %s: prices are the embedded snapshot; run `gpuwarden catalog update` for fresh ones", opt.StoreDir))
 		}
 	}
-	var parts [][]gpuwarden.Offer
 	if opt.Embedded {
-		var kept []gpuwarden.Offer
 		for _, o := range snap.Offers {
 			if !replaced[o.Provider] {
-				kept = append(kept, o)
+				cat.Offers = append(cat.Offers, o)
 			}
 		}
-		parts = append(parts, kept)
 		for _, w := range snap.Warnings {
 			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
-	parts = append(parts, stored)
+	cat.Offers = append(cat.Offers, stored...)
 	cat.Warnings = append(cat.Warnings, storedWarns...)
 	for _, name := range opt.Files {
-		offers, warns, err := cache.readFile(name)
+		// Each file's offers are read after those before it, into one
+		// slice: a big file is not copied again to join them.
+		offers, warns, err := cache.readFile(name, cat.Offers)
 		if err != nil {
 			return nil, err
 		}
-		parts = append(parts, offers)
+		cat.Offers = offers
 		for _, w := range warns {
 			cat.Warnings = append(cat.Warnings, name+": "+w)
 		}
 	}
-	cat.Offers = joinOffers(parts)
 	return cat, nil
-}
-
-// joinOffers puts the parts in one slice, allocated once, or returns the
-// only part that has offers as it is: appending a million offers to the
-// snapshot's copied 230 MB.
-func joinOffers(parts [][]gpuwarden.Offer) []gpuwarden.Offer {
-	n, only := 0, []gpuwarden.Offer(nil)
-	for _, p := range parts {
-		if len(p) > 0 {
-			n, only = n+len(p), p
-		}
-	}
-	if len(only) == n {
-		return only
-	}
-	return slices.Concat(parts...)
 }
 
 // readStored reads one downloaded catalog and dates its offers by the last
@@ -148,9 +129,9 @@ func readStored(dir string, s Source, cache parseCache) ([]gpuwarden.Offer, []st
 		return nil, nil, fmt.Errorf("%s does not match the checksum recorded at download", name)
 	}
 	provider := normalizeProvider(s.Cloud)
-	offers, warns, ok := cache.lookup(name, provider, content, len(raw))
+	offers, warns, ok := cache.lookup(name, provider, content, len(raw), nil)
 	if !ok {
-		if offers, warns, err = parseOffers(name, provider, unsafe.String(unsafe.SliceData(raw), len(raw))); err != nil {
+		if offers, warns, err = parseOffers(name, provider, unsafe.String(unsafe.SliceData(raw), len(raw)), nil); err != nil {
 			return nil, nil, err
 		}
 		cache.store(name, provider, content, len(raw), offers, warns)

@@ -36,7 +36,8 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		return readOwnParallel(t, chunks)
 	}
 	r := newOwnReader(t)
-	offers := make([]gpuwarden.Offer, 0, t.rowsHint)
+	offers := make([]gpuwarden.Offer, len(t.before), len(t.before)+t.rowsHint)
+	copy(offers, t.before)
 	for {
 		ok, err := t.next()
 		if err != nil {
@@ -64,8 +65,9 @@ func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, 
 	for _, c := range chunks {
 		total += c.lines
 	}
-	all := make([]gpuwarden.Offer, total)
+	all := make([]gpuwarden.Offer, len(t.before)+total)
 	adviseHugePages(all)
+	copy(all, t.before)
 	type result struct {
 		rows int
 		r    *ownReader
@@ -73,7 +75,7 @@ func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, 
 	}
 	results := make([]result, len(chunks))
 	var wg sync.WaitGroup
-	start := 0
+	start := len(t.before)
 	for i, c := range chunks {
 		part := all[start : start+c.lines]
 		start += c.lines
@@ -97,7 +99,7 @@ func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, 
 	}
 	wg.Wait()
 	joined := &ownReader{}
-	n, start := 0, 0
+	n, start := len(t.before), len(t.before)
 	for i, c := range chunks {
 		res := results[i]
 		if res.err != nil {

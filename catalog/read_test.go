@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -577,7 +578,7 @@ func TestQuoted(t *testing.T) {
 // readSequential parses with one processor, so that splitRows declines.
 func readSequential(name, data string) ([]gpuwarden.Offer, []string, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	return parseOffers(name, "", data)
+	return parseOffers(name, "", data, nil)
 }
 
 // A big own-format file read in pieces gives what one pass gives: offers
@@ -623,7 +624,7 @@ func TestOwnInPiecesMatchesOnePass(t *testing.T) {
 			if (wantErr == nil) != (name == "good") || (name == "good" && len(wantWarns) != 2) {
 				t.Fatalf("the case does not test what it says: %v, warnings %q", wantErr, wantWarns)
 			}
-			got, gotWarns, gotErr := parseOffers("big.csv", "", data)
+			got, gotWarns, gotErr := parseOffers("big.csv", "", data, nil)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 				t.Fatalf("got error %v, want %v", gotErr, wantErr)
 			}
@@ -632,6 +633,22 @@ func TestOwnInPiecesMatchesOnePass(t *testing.T) {
 			}
 			if len(got) != len(want) || !reflect.DeepEqual(got, want) {
 				t.Errorf("got %d offers, want %d; equal: %v", len(got), len(want), reflect.DeepEqual(got, want))
+			}
+			// Offers read before come first, in both paths.
+			before := []gpuwarden.Offer{{Provider: "aws", Instance: "earlier"}, {Provider: "gcp", Instance: "earlier too"}}
+			for _, read := range []func(string, string, []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error){
+				func(n, d string, b []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
+					return parseOffers(n, "", d, b)
+				},
+				func(n, d string, b []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+					return parseOffers(n, "", d, b)
+				},
+			} {
+				after, _, err := read("big.csv", data, before)
+				if wantErr == nil && (err != nil || !reflect.DeepEqual(after, append(slices.Clip(before), want...))) {
+					t.Errorf("after two offers: %v, %d offers, equal: %v", err, len(after), reflect.DeepEqual(after, append(slices.Clip(before), want...)))
+				}
 			}
 		})
 	}
