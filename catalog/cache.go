@@ -13,11 +13,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -52,11 +52,23 @@ const (
 	minEncodedOffer = 8 + 1 + 3*8 + 6
 )
 
-var (
-	cacheName     = regexp.MustCompile(`^catalog-[0-9a-f]{64}\.bin$`)
-	cacheTempName = regexp.MustCompile(`^catalog-[0-9a-f]{64}\.bin\.[0-9]+\.tmp$`)
-	crcTable      = crc32.MakeTable(crc32.Castagnoli)
-)
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// cacheFileKind tells the cache's own files by name: an entry is
+// catalog-<64 hex>.bin, a temporary one that name with .<pid>.tmp after it.
+// (Checked by hand, not by a regular expression compiled at start: the
+// agent links this package too, and a {64} repeat costs its memory.)
+func cacheFileKind(name string) (entry, temp bool) {
+	hexPart, rest, ok := strings.Cut(strings.TrimPrefix(name, "catalog-"), ".bin")
+	if !ok || len(hexPart) != 64 || !strings.HasPrefix(name, "catalog-") || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return false, false
+	}
+	if rest == "" {
+		return true, false
+	}
+	pid, ok := strings.CutSuffix(strings.TrimPrefix(rest, "."), ".tmp")
+	return false, ok && strings.HasPrefix(rest, ".") && pid != "" && strings.Trim(pid, "0123456789") == ""
+}
 
 // parseCache is the cache in one folder; the zero value caches nothing.
 type parseCache struct{ dir string }
@@ -244,10 +256,11 @@ func (c parseCache) evict() {
 		if err != nil {
 			continue
 		}
+		isEntry, isTemp := cacheFileKind(e.Name())
 		switch {
-		case cacheName.MatchString(e.Name()):
+		case isEntry:
 			kept = append(kept, entry{e.Name(), fi.ModTime()})
-		case cacheTempName.MatchString(e.Name()) && time.Since(fi.ModTime()) > staleTempAge:
+		case isTemp && time.Since(fi.ModTime()) > staleTempAge:
 			_ = os.Remove(filepath.Join(c.dir, e.Name()))
 		}
 	}

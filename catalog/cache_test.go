@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,6 +266,30 @@ func TestAdviseHugePagesKeepsOffers(t *testing.T) {
 			if offers[i].Zones != i {
 				t.Fatalf("%d offers: offer %d changed", n, i)
 			}
+		}
+	}
+}
+
+func TestCacheFileKind(t *testing.T) {
+	h := fmt.Sprintf("%064x", 42)
+	tests := []struct {
+		name        string
+		entry, temp bool
+	}{
+		{"catalog-" + h + ".bin", true, false},
+		{"catalog-" + h + ".bin.123.tmp", false, true},
+		{"catalog-" + h + ".bin.tmp", false, false},
+		{"catalog-" + h + ".bin.12x.tmp", false, false},
+		{"catalog-" + h + ".binx", false, false},
+		{"catalog-" + h[:63] + ".bin", false, false},
+		{"catalog-" + strings.ToUpper(h[:1]) + h[1:] + ".bin", true, false}, // "0": upper is the same
+		{"catalog-" + "G" + h[1:] + ".bin", false, false},
+		{"x-catalog-" + h + ".bin", false, false},
+		{"notes.txt", false, false},
+	}
+	for _, tt := range tests {
+		if entry, temp := cacheFileKind(tt.name); entry != tt.entry || temp != tt.temp {
+			t.Errorf("cacheFileKind(%q) = %v, %v; want %v, %v", tt.name, entry, temp, tt.entry, tt.temp)
 		}
 	}
 }
