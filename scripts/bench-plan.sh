@@ -76,4 +76,6 @@ for n in "${rows[@]}"; do
     "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv" -o json
   measure "  plan -o json (cached)" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv" -o json
   measure "  plan table (cached)" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --no-embedded --catalog "$csv"
+  # As a user runs it: the embedded snapshot and the file.
+  measure "  plan -o json, snapshot too" "$bin" plan examples/qlora-7b.yaml --data-dir "$data" --catalog "$csv" -o json
 done
