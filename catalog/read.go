@@ -377,7 +377,7 @@ func quoted(s string) string {
 	return q[:len(q)-1] + `…"`
 }
 
-// readErr turns encoding/csv's errors into the same NAME:LINE:COL form.
+// readErr turns the reader's *csv.ParseError into the same NAME:LINE:COL form.
 func (t *table) readErr(err error, hint string) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
