@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -59,19 +58,6 @@ func (o Origin) IsZero() bool { return o.File == "" && o.Line == 0 }
 
 // MarshalText writes the origin as String does, so JSON has "aws.csv:12".
 func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
-// UnmarshalText reads what MarshalText writes; a name without a line
-// number after its last colon is all file.
-func (o *Origin) UnmarshalText(b []byte) error {
-	s := string(b)
-	*o = Origin{File: s}
-	if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		if n, err := strconv.Atoi(s[i+1:]); err == nil && n > 0 {
-			*o = Origin{File: s[:i], Line: n}
-		}
-	}
-	return nil
-}
 
 // VRAMGB is the box's total GPU memory.
 // It is rounded to 0.01 GB so that 7 × 79.65 prints as 557.55, not with

@@ -13,8 +13,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // The parsed-catalog cache keeps what a big price file parsed to in
@@ -52,7 +51,9 @@ const (
 	minEncodedOffer = 8 + 1 + 3*8 + 6
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
+// crcTable is made on first use, not at start: the agent links this
+// package too, and never reads a cache.
+var crcTable = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // cacheFileKind tells the cache's own files by name: an entry is
 // catalog-<64 hex>.bin, a temporary one that name with .<pid>.tmp after it.
@@ -73,6 +74,20 @@ func cacheFileKind(name string) (entry, temp bool) {
 // parseCache is the cache in one folder; the zero value caches nothing.
 type parseCache struct{ dir string }
 
+// newParseCache is the cache in dir, or none: when dir is "" or is not a
+// real directory (absent is fine: it is made on the first write), so that
+// the cache never follows a link out of DATA_DIR.
+func newParseCache(dir string) parseCache {
+	if dir == "" {
+		return parseCache{}
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir() {
+		return parseCache{dir: dir}
+	}
+	return parseCache{}
+}
+
 // binaryIdentity names the running binary by its path, size and
 // modification time, so that a rebuilt or upgraded gpuwarden, whose
 // readers may parse differently, does not read its predecessor's cache.
@@ -86,11 +101,7 @@ var binaryIdentity = sync.OnceValues(func() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	id := fmt.Sprintf("%s %d %d", exe, fi.Size(), fi.ModTime().UnixNano())
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		id += " " + bi.Main.Version
-	}
-	return id, true
+	return fmt.Sprintf("%s %d %d", exe, fi.Size(), fi.ModTime().UnixNano()), true
 })
 
 // key names the cache entry of a file's content read as name and provider.
@@ -103,16 +114,6 @@ func (c parseCache) key(name, provider string, content [sha256.Size]byte) (strin
 	fmt.Fprintf(h, "%s%d\x00%s\x00%s\x00%s\x00", cacheMagic, cacheVersion, id, provider, name)
 	h.Write(content[:])
 	return hex.EncodeToString(h.Sum(nil)), true
-}
-
-// usable says whether the folder can hold the cache: absent (it is made
-// on the first write) or a real directory, never a link out of DATA_DIR.
-func (c parseCache) usable() bool {
-	if c.dir == "" {
-		return false
-	}
-	fi, err := os.Lstat(c.dir)
-	return errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir())
 }
 
 // readFile reads a user's price file through the cache, its offers after
@@ -142,7 +143,7 @@ func (c parseCache) readFile(name string, before []gpuwarden.Offer) ([]gpuwarden
 // on a hit, the file is never held whole. ok is false for one too small,
 // or with no cache to look in.
 func (c parseCache) hashFile(name string) (content [sha256.Size]byte, size int, ok bool) {
-	if !c.usable() {
+	if c.dir == "" {
 		return content, 0, false
 	}
 	f, err := os.Open(name)
@@ -169,7 +170,7 @@ func (c parseCache) path(key string) string { return filepath.Join(c.dir, "catal
 // content, if there is one, its offers after before. Any fault (a damaged
 // or foreign file) is a miss, logged.
 func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, size int, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, bool) {
-	if size < minCachedFile || !c.usable() {
+	if size < minCachedFile || c.dir == "" {
 		return nil, nil, false
 	}
 	key, ok := c.key(name, provider, content)
@@ -193,7 +194,7 @@ func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, siz
 // name and provider. A cache that cannot be written is logged and left:
 // the parse is what matters.
 func (c parseCache) store(name, provider string, content [sha256.Size]byte, size int, offers []gpuwarden.Offer, warns []string) {
-	if size < minCachedFile || !c.usable() {
+	if size < minCachedFile || c.dir == "" {
 		return
 	}
 	key, ok := c.key(name, provider, content)
@@ -283,7 +284,7 @@ func (c parseCache) evict() {
 // processor.
 func encodeCache(key string, offers []gpuwarden.Offer, warns []string) [][]byte {
 	blocks := make([][]byte, (len(offers)+cacheBlock-1)/cacheBlock)
-	forEachShare(len(blocks), func(i int) {
+	parallel.Do(len(blocks), func(i int) {
 		blocks[i] = encodeBlock(offers[i*cacheBlock : min((i+1)*cacheBlock, len(offers))])
 	})
 	var b []byte
@@ -302,23 +303,9 @@ func encodeCache(key string, offers []gpuwarden.Offer, warns []string) [][]byte 
 	pieces := append([][]byte{b}, blocks...)
 	var crc uint32
 	for _, p := range pieces {
-		crc = crc32.Update(crc, crcTable, p)
+		crc = crc32.Update(crc, crcTable(), p)
 	}
 	return append(pieces, binary.LittleEndian.AppendUint32(nil, crc))
-}
-
-// forEachShare calls do for 0..n-1, a share of them per processor.
-func forEachShare(n int, do func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				do(i)
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // encodeBlock writes a block: its string table, then its offers.
@@ -397,7 +384,7 @@ func readCacheFile(path, key string, before []gpuwarden.Offer) ([]gpuwarden.Offe
 // decodeCache reads encodeCache's layout, its offers after before; b must
 // not change afterwards.
 func decodeCache(b []byte, key string, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
-	if len(b) < 4 || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], crcTable) {
+	if len(b) < 4 || binary.LittleEndian.Uint32(b[len(b)-4:]) != crc32.Checksum(b[:len(b)-4], crcTable()) {
 		return nil, nil, errCacheDamaged
 	}
 	r := cacheReader{b: b[:len(b)-4]}
@@ -424,7 +411,7 @@ func decodeCache(b []byte, key string, before []gpuwarden.Offer) ([]gpuwarden.Of
 		return nil, nil, errCacheDamaged
 	}
 	// Writing a million offers is most of a cached read, and it splits.
-	forEachShare(len(blocks), func(i int) {
+	parallel.Do(len(blocks), func(i int) {
 		blocks[i].block(offers[i*cacheBlock : min((i+1)*cacheBlock, len(offers))])
 	})
 	for i := range blocks {

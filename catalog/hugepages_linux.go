@@ -11,9 +11,6 @@ import (
 // hugePage is the size of a transparent huge page on amd64 and arm64.
 const hugePage = 2 << 20
 
-// hugePageOffers is about how many offers fill one.
-const hugePageOffers = hugePage / int(unsafe.Sizeof(gpuwarden.Offer{}))
-
 // adviseHugePages asks the kernel to back a big slice of offers with huge
 // pages, where transparent huge pages are on for those who ask (the
 // default "madvise" mode). Filling fresh memory otherwise takes a page

@@ -56,7 +56,7 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		return nil, err
 	}
 	cat := &gpuwarden.Catalog{Egress: snap.Egress, Storage: snap.Storage, GPUs: snap.GPUs}
-	cache := parseCache{dir: opt.CacheDir}
+	cache := newParseCache(opt.CacheDir)
 	var (
 		stored      []gpuwarden.Offer
 		replaced    = map[string]bool{}

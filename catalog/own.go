@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // readOwn reads gpuwarden's own prices.csv layout, the format of the embedded
@@ -36,7 +36,10 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 		return readOwnParallel(t, chunks)
 	}
 	r := newOwnReader(t)
-	offers := make([]gpuwarden.Offer, len(t.before), len(t.before)+t.rowsHint)
+	// The lines left are the most rows there can be: counted first, the
+	// offers are allocated once instead of grown and copied.
+	rows := strings.Count(t.r.data[t.r.off:], "\n") + 1
+	offers := make([]gpuwarden.Offer, len(t.before), len(t.before)+rows)
 	copy(offers, t.before)
 	for {
 		ok, err := t.next()
@@ -61,11 +64,14 @@ func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
 // the same offers in file order, the first error in file order, warnings
 // that count every piece.
 func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, error) {
-	total := 0
-	for _, c := range chunks {
-		total += c.lines
+	// Each piece's stretch starts after the offers before and the pieces
+	// before it; a row takes a line at least, so a stretch has room.
+	starts := make([]int, len(chunks)+1)
+	starts[0] = len(t.before)
+	for i, c := range chunks {
+		starts[i+1] = starts[i] + c.lines
 	}
-	all := make([]gpuwarden.Offer, len(t.before)+total)
+	all := make([]gpuwarden.Offer, starts[len(chunks)])
 	adviseHugePages(all)
 	copy(all, t.before)
 	type result struct {
@@ -74,40 +80,32 @@ func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, 
 		err  error
 	}
 	results := make([]result, len(chunks))
-	var wg sync.WaitGroup
-	start := len(t.before)
-	for i, c := range chunks {
-		part := all[start : start+c.lines]
-		start += c.lines
-		wg.Go(func() {
-			pt := *t // the header is shared, read only
-			pt.r = &csvRows{data: c.data, numLine: c.lineBefore}
-			r := newOwnReader(&pt)
-			n := 0
-			for {
-				ok, err := pt.next()
-				if err == nil && ok {
-					err = r.row(&pt, &part[n]) // a row takes a line at least: part has room
-					n++
-				}
-				if err != nil || !ok {
-					results[i] = result{rows: n, r: r, err: err}
-					return
-				}
+	parallel.Do(len(chunks), func(i int) {
+		pt := *t // the header is shared, read only
+		pt.r = &csvRows{data: chunks[i].data, numLine: chunks[i].lineBefore}
+		r := newOwnReader(&pt)
+		part := all[starts[i]:starts[i+1]]
+		n := 0
+		for {
+			ok, err := pt.next()
+			if err == nil && ok {
+				err = r.row(&pt, &part[n])
+				n++
 			}
-		})
-	}
-	wg.Wait()
+			if err != nil || !ok {
+				results[i] = result{rows: n, r: r, err: err}
+				return
+			}
+		}
+	})
 	joined := &ownReader{}
-	n, start := len(t.before), len(t.before)
-	for i, c := range chunks {
-		res := results[i]
+	n := len(t.before)
+	for i, res := range results {
 		if res.err != nil {
 			return nil, nil, res.err
 		}
 		// Empty lines take no row: close the gap they leave.
-		n += copy(all[n:], all[start:start+res.rows])
-		start += c.lines
+		n += copy(all[n:], all[starts[i]:starts[i]+res.rows])
 		joined.undated.join(res.r.undated)
 		joined.noCountry.join(res.r.noCountry)
 		joined.noVRAM.join(res.r.noVRAM)

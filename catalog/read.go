@@ -154,9 +154,6 @@ type table struct {
 	cols   []string       // header names as written, for messages
 	idx    map[string]int // lower-case header name → column
 	rec    []string       // the current row; reused between rows
-	// rowsHint is about how many rows the file has, so that offers are
-	// allocated once instead of grown and copied.
-	rowsHint int
 	// before are the offers read earlier, which an own-format file's
 	// offers are read after, in one slice (see parseOffers).
 	before []gpuwarden.Offer
@@ -200,7 +197,6 @@ func readHeader(name, data, hint string) (*table, error) {
 	if !ok {
 		return nil, invalid(hint, "%s: empty file: expected a header row of %s", name, acceptedFormats)
 	}
-	t.rowsHint = estimateRows(data[t.r.off:])
 
 	t.cols = make([]string, len(hdr))
 	t.idx = make(map[string]int, len(hdr))
@@ -253,17 +249,6 @@ func splitRows(t *table) []rowChunk {
 		rest = rest[cut:]
 	}
 	return chunks
-}
-
-// estimateRows guesses how many lines rest has from the line breaks in its
-// first 64 KiB, a tenth over so that the guess seldom falls short.
-func estimateRows(rest string) int {
-	sample := rest[:min(len(rest), 64<<10)]
-	n := strings.Count(sample, "\n") + 1
-	if len(sample) == len(rest) {
-		return n
-	}
-	return int(float64(n)*float64(len(rest))/float64(len(sample))*1.1) + 1
 }
 
 // detectFormat names the layout from columns only one of the three has.

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,12 @@ import (
 
 func TestStale(t *testing.T) {
 	offer := func(provider, asOf, origin string) gpuwarden.Offer {
-		o := gpuwarden.Offer{Provider: provider, AsOf: asOf}
-		if err := o.Origin.UnmarshalText([]byte(origin)); err != nil {
+		i := strings.LastIndexByte(origin, ':')
+		line, err := strconv.Atoi(origin[i+1:])
+		if err != nil {
 			t.Fatal(err)
 		}
-		return o
+		return gpuwarden.Offer{Provider: provider, AsOf: asOf, Origin: gpuwarden.Origin{File: origin[:i], Line: line}}
 	}
 	cat := &gpuwarden.Catalog{Offers: []gpuwarden.Offer{
 		offer("aws", "2026-07", embeddedPrices+":2"),

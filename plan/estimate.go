@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // estimateKey is what an estimate depends on: the line, the country the
@@ -128,7 +129,7 @@ func (r *Report) providersIn(country string) map[string]bool {
 // and on 1,000,000 offers the scan alone held them up for 33 ms.
 func providersByCountry(offers []gpuwarden.Offer) map[string]map[string]bool {
 	parts := make([]map[string]map[string]bool, partsFor(len(offers)))
-	inParallel(len(parts), func(i int) {
+	parallel.Do(len(parts), func(i int) {
 		lo, hi := span(len(offers), len(parts), i)
 		found := map[string]map[string]bool{}
 		for j := lo; j < hi; j++ {

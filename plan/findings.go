@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // split orders the priced rows, moves those the plan forbids (spot without
@@ -30,7 +31,7 @@ func (r *Report) split(candidates []*Candidate) {
 	// the ranking; priceAll made room for exactly the excluded rows.
 	parts := partsFor(len(r.order))
 	rankedBefore := make([]int, parts+1)
-	inParallel(parts, func(part int) {
+	parallel.Do(parts, func(part int) {
 		lo, hi := span(len(r.order), parts, part)
 		ranked := 0 // counted here, not in rankedBefore, which the parts share a cache line of
 		for _, j := range r.order[lo:hi] {
@@ -46,7 +47,7 @@ func (r *Report) split(candidates []*Candidate) {
 	static := len(r.Excluded)
 	r.Excluded = r.Excluded[:static+len(r.rows)-len(candidates)]
 	r.Ranked = make([]*Candidate, len(candidates))
-	inParallel(parts, func(part int) {
+	parallel.Do(parts, func(part int) {
 		lo, hi := span(len(r.order), parts, part)
 		ranked := rankedBefore[part]
 		excluded := static + lo - ranked
@@ -134,7 +135,7 @@ func radixSort(keys, buf []uint64) []uint64 {
 	parts := partsFor(len(keys))
 	counts := make([][256]int, parts)
 	for shift := uint(0); shift < 64; shift += 8 {
-		inParallel(parts, func(part int) {
+		parallel.Do(parts, func(part int) {
 			lo, hi := span(len(keys), parts, part)
 			count := &counts[part]
 			*count = [256]int{}
@@ -158,7 +159,7 @@ func radixSort(keys, buf []uint64) []uint64 {
 				pos += n
 			}
 		}
-		inParallel(parts, func(part int) {
+		parallel.Do(parts, func(part int) {
 			lo, hi := span(len(keys), parts, part)
 			next := &counts[part]
 			for _, k := range keys[lo:hi] {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // Candidate is one offer under one billing mode, priced for the whole month
@@ -312,20 +313,6 @@ func span(n, parts, i int) (lo, hi int) {
 	return lo, min(lo+size, n)
 }
 
-// inParallel runs f for each part, each on its own goroutine when there
-// are several, and returns when all are done.
-func inParallel(parts int, f func(part int)) {
-	if parts == 1 {
-		f(0)
-		return
-	}
-	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Go(func() { f(i) })
-	}
-	wg.Wait()
-}
-
 // chunk is one run of the catalog's offers, priced by one goroutine into
 // its own window of the report's rows and its own exclusions and
 // candidates: concatenated in chunk order, they are in catalog order.
@@ -349,7 +336,7 @@ type chunk struct {
 func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 	chunks := make([]chunk, partsFor(len(offers)))
 	modes := make([]int, len(chunks))
-	inParallel(len(chunks), func(i int) {
+	parallel.Do(len(chunks), func(i int) {
 		lo, hi := span(len(offers), len(chunks), i)
 		chunks[i].first, chunks[i].offers = int32(lo), offers[lo:hi]
 		modes[i] = billingModes(chunks[i].offers)
@@ -368,7 +355,7 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 		at += modes[i]
 	}
 	var sharedMu sync.Mutex
-	inParallel(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
+	parallel.Do(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
 	var rows, excluded, forbidden, ranked int
 	for i := range chunks {
 		c := &chunks[i]
