@@ -10,9 +10,9 @@ import (
 	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
-// split orders the priced rows, moves those the plan forbids (spot without
-// tolerance, over budget) to the exclusions and ranks the others' candidates,
-// which priceAll made in catalog order.
+// split orders the priced rows and ranks the candidates of those the plan
+// does not forbid (spot without tolerance, over budget), which priceAll
+// made in catalog order.
 func (r *Report) split(candidates []*Candidate) {
 	r.order = sortOrder(r.rows)
 	// at[j] is the place of row j's candidate (the ranked rows before it),
@@ -27,8 +27,7 @@ func (r *Report) split(candidates []*Candidate) {
 		}
 	}
 	// The order is walked in parts on every core. Counting the ranked rows
-	// in each part first gives each its own run of the exclusions and of
-	// the ranking; priceAll made room for exactly the excluded rows.
+	// in each part first gives each its own run of the ranking.
 	parts := partsFor(len(r.order))
 	rankedBefore := make([]int, parts+1)
 	parallel.Do(parts, func(part int) {
@@ -44,24 +43,17 @@ func (r *Report) split(candidates []*Candidate) {
 	for part := range parts {
 		rankedBefore[part+1] += rankedBefore[part]
 	}
-	static := len(r.Excluded)
-	r.Excluded = r.Excluded[:static+len(r.rows)-len(candidates)]
 	r.Ranked = make([]*Candidate, len(candidates))
 	parallel.Do(parts, func(part int) {
 		lo, hi := span(len(r.order), parts, part)
 		ranked := rankedBefore[part]
-		excluded := static + lo - ranked
 		for _, j := range r.order[lo:hi] {
 			if k := at[j]; k >= 0 {
 				c := candidates[k]
 				r.Ranked[ranked] = c
 				ranked++
 				c.Rank = int32(ranked)
-				continue
 			}
-			p := r.rows[j]
-			r.Excluded[excluded] = Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: r.forbids(p), Total: p.total, report: r}
-			excluded++
 		}
 	})
 	if len(r.Ranked) == 0 {

@@ -227,7 +227,7 @@ func TestRankFinetune(t *testing.T) {
 		t.Errorf("spot savings = %v, want 57.73", best.SpotSavings)
 	}
 	reasons := map[Reason]int{}
-	for _, e := range r.Excluded {
+	for e := range r.Exclusions() {
 		reasons[e.Reason]++
 	}
 	// The EUR box has no exchange rate; of gcp's three modes the monthly and,
@@ -286,7 +286,7 @@ func TestRankNothingFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(r.Excluded), len(testCatalog(t).Offers); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
+	if got, want := r.ExcludedCount(), len(testCatalog(t).Offers); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
 		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", len(r.Ranked), got, r.Findings, want)
 	}
 }
@@ -548,7 +548,7 @@ func benchmarkRankBudget(b *testing.B, offers int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		excluded = len(r.Excluded)
+		excluded = r.ExcludedCount()
 	}
 	b.ReportMetric(float64(excluded), "excluded")
 }
@@ -602,14 +602,17 @@ func TestRankParallelMatchesSerial(t *testing.T) {
 				got, want any
 			}{
 				{"ranked", got.Ranked, want.Ranked},
-				{"excluded", got.Excluded, want.Excluded},
+				{"excluded", slices.Collect(got.Exclusions()), slices.Collect(want.Exclusions())},
 				{"findings", got.Findings, want.Findings},
 				{"report", got, want},
+			}
+			if n := len(parts[1].got.([]Exclusion)); n != got.ExcludedCount() {
+				t.Errorf("%d exclusions walked, ExcludedCount %d", n, got.ExcludedCount())
 			}
 			for _, part := range parts {
 				if !reflect.DeepEqual(part.got, part.want) {
 					t.Fatalf("%s differ: %d ranked, %d excluded in chunks; %d, %d on one goroutine",
-						part.name, len(got.Ranked), len(got.Excluded), len(want.Ranked), len(want.Excluded))
+						part.name, len(got.Ranked), got.ExcludedCount(), len(want.Ranked), want.ExcludedCount())
 				}
 			}
 		})

@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"runtime"
 	"slices"
 	"strings"
@@ -62,8 +63,8 @@ const (
 
 // Exclusion is an offer (or one billing mode of it) left out, and why.
 // A budget over 1,000,000 offers excludes about 1.5 million billing modes,
-// so an exclusion holds no words and nothing allocated for it alone: Why
-// writes the words from the report when asked.
+// so the report does not keep them: Report.Exclusions makes each as it is
+// walked, and Why writes its words from the report when asked.
 type Exclusion struct {
 	Offer *gpuwarden.Offer
 	// Total is the month's total of a priced billing mode (spot, budget);
@@ -114,23 +115,23 @@ type Report struct {
 	HoursPerMonth float64            `json:"hours_per_month"`
 	WorkHours     float64            `json:"work_hours"`
 	// AutoShutdownIdleMinutes is the plan's policy; 0 means none.
-	AutoShutdownIdleMinutes float64         `json:"auto_shutdown_idle_minutes"`
-	BudgetLimit             gpuwarden.Cents `json:"budget_limit"`
-	Sizing                  Sizing          `json:"sizing"`
-	SmallestCard            *Card           `json:"smallest_card,omitempty"`
-	Ranked                  []*Candidate    `json:"ranked"`
-	Excluded                []Exclusion     `json:"excluded"`
-	Findings                []Finding       `json:"findings"`
-	Warnings                []string        `json:"warnings"`
-	IdleSaving              *IdleSaving     `json:"idle_saving,omitempty"`
-	SpotVerdict             *SpotVerdict    `json:"spot_verdict,omitempty"`
-	Best                    *Candidate      `json:"-"`
-	PlanB                   *Candidate      `json:"-"`
-	rows                    []priced        // every priced billing mode, budget aside, in catalog order
-	fx                      fx              // for findings
-	plan                    *gpuwarden.Plan // for findings
-	hours                   hoursModel      // for findings
-	rules                   rules           // for the words of exclusions
+	AutoShutdownIdleMinutes float64           `json:"auto_shutdown_idle_minutes"`
+	BudgetLimit             gpuwarden.Cents   `json:"budget_limit"`
+	Sizing                  Sizing            `json:"sizing"`
+	SmallestCard            *Card             `json:"smallest_card,omitempty"`
+	Ranked                  []*Candidate      `json:"ranked"`
+	Findings                []Finding         `json:"findings"`
+	Warnings                []string          `json:"warnings"`
+	IdleSaving              *IdleSaving       `json:"idle_saving,omitempty"`
+	SpotVerdict             *SpotVerdict      `json:"spot_verdict,omitempty"`
+	Best                    *Candidate        `json:"-"`
+	PlanB                   *Candidate        `json:"-"`
+	rows                    []priced          // every priced billing mode, budget aside, in catalog order
+	static                  []staticExclusion // offers the rules leave out before pricing, in catalog order
+	fx                      fx                // for findings
+	plan                    *gpuwarden.Plan   // for findings
+	hours                   hoursModel        // for findings
+	rules                   rules             // for the words of exclusions
 	cat                     *gpuwarden.Catalog
 	cents                   centArena // spot savings of the candidates made after the ranking
 	shared                  map[sharedKey]sharedLines
@@ -178,7 +179,7 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 	r := &Report{
 		Name: p.Name, Currency: p.Budget.Currency, HoursPerMonth: p.HoursPerMonth, WorkHours: p.WorkHours,
 		AutoShutdownIdleMinutes: p.OnHours.AutoShutdownIdleMinutes, BudgetLimit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
-		Sizing: sz, Ranked: []*Candidate{}, Excluded: []Exclusion{}, Findings: []Finding{}, Warnings: []string{},
+		Sizing: sz, Ranked: []*Candidate{}, Findings: []Finding{}, Warnings: []string{},
 		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), cat: cat,
 	}
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
@@ -188,6 +189,50 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 	r.split(r.priceAll(cat.Offers))
 	r.findings()
 	return r, nil
+}
+
+// ExcludedCount is how many offers, or billing modes of them, the plan
+// leaves out.
+func (r *Report) ExcludedCount() int { return len(r.static) + len(r.rows) - len(r.Ranked) }
+
+// Exclusions walks what the plan leaves out, in report order: the offers
+// the rules leave out before pricing, in catalog order, then the billing
+// modes the plan forbids (spot without tolerance, over the budget),
+// cheapest first. Each is made as it is walked, so that the report holds
+// 8 bytes per excluded offer, not 48 per excluded mode.
+func (r *Report) Exclusions() iter.Seq[Exclusion] {
+	return func(yield func(Exclusion) bool) {
+		for _, e := range r.static {
+			if !yield(Exclusion{Offer: &r.cat.Offers[e.offer], Reason: staticReasons[e.reason], report: r}) {
+				return
+			}
+		}
+		for _, j := range r.order {
+			p := r.rows[j]
+			if reason := r.forbids(p); reason != "" {
+				if !yield(Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: reason, Total: p.total, report: r}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// staticExclusion is an offer the rules leave out before it is priced.
+type staticExclusion struct {
+	offer  int32 // index in the catalog's offers
+	reason uint8 // index in staticReasons
+}
+
+// staticReasons are the reasons an offer is left out before pricing.
+var staticReasons = [...]Reason{ReasonProvider, ReasonResidency, ReasonTooSmall, ReasonCurrency}
+
+func staticExcluded(offer int, reason Reason) staticExclusion {
+	i := slices.Index(staticReasons[:], reason)
+	if i < 0 {
+		panic("plan: " + string(reason) + " is not a reason to leave an offer out before pricing")
+	}
+	return staticExclusion{offer: int32(offer), reason: uint8(i)}
 }
 
 // rules are the plan's filters, prepared once.
@@ -320,8 +365,7 @@ type chunk struct {
 	first      int32 // index of its first offer in the catalog
 	offers     []gpuwarden.Offer
 	rows       []priced // a window of Report.rows with room for every billing mode
-	excluded   []Exclusion
-	forbidden  int          // rows that split will exclude (spot, budget)
+	excluded   []staticExclusion
 	candidates []*Candidate // of the ranked rows, in catalog order
 	kept       []Candidate  // the block the next candidate goes to
 	cents      centArena
@@ -356,14 +400,13 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 	}
 	var sharedMu sync.Mutex
 	parallel.Do(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
-	var rows, excluded, forbidden, ranked int
+	var rows, excluded, ranked int
 	for i := range chunks {
 		c := &chunks[i]
 		excluded += len(c.excluded)
-		forbidden += c.forbidden
 		ranked += len(c.candidates)
 	}
-	r.Excluded = make([]Exclusion, 0, excluded+forbidden)
+	r.static = make([]staticExclusion, 0, excluded)
 	candidates := make([]*Candidate, 0, ranked)
 	for i := range chunks {
 		c := &chunks[i]
@@ -371,7 +414,7 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 			cand.row += int32(rows)
 		}
 		rows += copy(r.rows[rows:], c.rows)
-		r.Excluded = append(r.Excluded, c.excluded...)
+		r.static = append(r.static, c.excluded...)
 		candidates = append(candidates, c.candidates...)
 	}
 	r.rows = r.rows[:rows]
@@ -384,12 +427,12 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 	for i := range c.offers {
 		o := &c.offers[i]
 		if reason, _ := r.rules.static(o, r.Sizing); reason != "" {
-			c.excluded = append(c.excluded, Exclusion{Offer: o, Reason: reason, report: r})
+			c.excluded = append(c.excluded, staticExcluded(int(c.first)+i, reason))
 			continue
 		}
 		shared := c.sharedFor(r, sharedMu, o)
 		if !shared.ok {
-			c.excluded = append(c.excluded, Exclusion{Offer: o, Reason: ReasonCurrency, report: r})
+			c.excluded = append(c.excluded, staticExcluded(int(c.first)+i, ReasonCurrency))
 			continue
 		}
 		preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
@@ -399,9 +442,7 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 			}
 			cand := r.candidate(o, b, shared)
 			p := priced{total: cand.Total, offer: c.first + int32(i), billing: b, preferred: preferred}
-			if r.forbids(p) != "" {
-				c.forbidden++
-			} else {
+			if r.forbids(p) == "" {
 				// row is its place in the chunk's window; priceAll adds
 				// the window's place once the windows are closed up.
 				cand.Preferred, cand.row = preferred, int32(len(c.rows))

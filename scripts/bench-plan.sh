@@ -19,13 +19,6 @@ cd "$(dirname "$0")/.."
 rows=("${@:-100000 1000000}")
 reps=${REPS:-3}
 read -r -a rows <<<"${rows[*]}"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-bin=${GPUWARDEN:-}
-if [ -z "$bin" ]; then
-  bin=$work/gpuwarden
-  go build -o "$bin" ./cmd/gpuwarden
-fi
 gen() {
   awk -v n="$1" 'BEGIN {
     srand(11)
@@ -42,6 +35,18 @@ gen() {
     }
   }'
 }
+if [ "${1:-}" = gen ]; then
+  [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "usage: $0 gen ROWS" >&2; exit 2; }
+  gen "$2"
+  exit 0
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bin=${GPUWARDEN:-}
+if [ -z "$bin" ]; then
+  bin=$work/gpuwarden
+  go build -o "$bin" ./cmd/gpuwarden
+fi
 uncache() { python3 -c 'import os,sys
 fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"; }
 measure() { # label, then the command; runs it $reps times, prints the range

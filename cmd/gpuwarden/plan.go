@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -84,9 +85,9 @@ Every total is the sum of its printed lines, in the budget's currency.
 			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, r.Warnings)
 			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources),
-				Exclusions: summariseExclusions(r.Excluded)}
+				Exclusions: summariseExclusions(r)}
 			if allExclusions {
-				v.Excluded = r.Excluded
+				v.Excluded = slices.Collect(r.Exclusions())
 			}
 			switch output {
 			case "json":
@@ -137,11 +138,10 @@ type planView struct {
 	File   string `json:"file"`
 	// PriceSources are the downloaded catalogs priced with, and their age.
 	PriceSources []gpuwarden.PriceSource `json:"price_sources"`
-	// Exclusions summarises Report.Excluded: a budget over 100,000 offers
+	// Exclusions summarises Report.Exclusions: a budget over 100,000 offers
 	// excludes most of them, and a full list would be tens of megabytes.
 	Exclusions exclusionSummary `json:"exclusions"`
-	// Excluded shadows Report.Excluded in JSON: the full list only with
-	// --all-exclusions.
+	// Excluded is the full list, only with --all-exclusions.
 	Excluded []plan.Exclusion `json:"excluded,omitempty"`
 	*plan.Report
 }
@@ -164,27 +164,36 @@ type exclusionSummary struct {
 	Total    int                 `json:"total"`
 	ByReason map[plan.Reason]int `json:"by_reason"`
 	Sample   []plan.Exclusion    `json:"sample"`
+	// first is the first exclusion of each reason, for the table.
+	first map[plan.Reason]plan.Exclusion
 }
 
-func summariseExclusions(all []plan.Exclusion) exclusionSummary {
-	s := exclusionSummary{Total: len(all), ByReason: map[plan.Reason]int{}, Sample: []plan.Exclusion{}}
-	firsts := map[plan.Reason]int{}
-	for i, e := range all {
+// summariseExclusions walks the report's exclusions once, keeping the
+// counts, the first of each reason and the first few in report order.
+func summariseExclusions(r *plan.Report) exclusionSummary {
+	s := exclusionSummary{ByReason: map[plan.Reason]int{}, Sample: []plan.Exclusion{}, first: map[plan.Reason]plan.Exclusion{}}
+	var head []plan.Exclusion
+	for e := range r.Exclusions() {
 		if s.ByReason[e.Reason] == 0 {
-			firsts[e.Reason] = i
+			s.first[e.Reason] = e
 		}
 		s.ByReason[e.Reason]++
+		if len(head) < exclusionSample {
+			head = append(head, e)
+		}
+		s.Total++
 	}
-	taken := map[int]bool{}
 	for _, reason := range exclusionOrder {
-		if i, ok := firsts[reason]; ok && len(s.Sample) < exclusionSample {
-			s.Sample = append(s.Sample, all[i])
-			taken[i] = true
+		if e, ok := s.first[reason]; ok && len(s.Sample) < exclusionSample {
+			s.Sample = append(s.Sample, e)
 		}
 	}
-	for i := 0; i < len(all) && len(s.Sample) < exclusionSample; i++ {
-		if !taken[i] {
-			s.Sample = append(s.Sample, all[i])
+	for _, e := range head {
+		if len(s.Sample) == exclusionSample {
+			break
+		}
+		if s.first[e.Reason] != e { // not already in the sample
+			s.Sample = append(s.Sample, e)
 		}
 	}
 	return s
@@ -443,25 +452,17 @@ var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonResidency, pl
 // exclusions prints one line per reason: how many offers it left out and the
 // first of them (for the budget, the cheapest) with the reason in words.
 func (v planView) exclusions(b *strings.Builder) {
-	excluded := v.Report.Excluded
-	if len(excluded) == 0 {
+	s := v.Exclusions
+	if s.Total == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nExcluded (%d; -o json --all-exclusions lists all)\n", len(excluded))
+	fmt.Fprintf(b, "\nExcluded (%d; -o json --all-exclusions lists all)\n", s.Total)
 	for _, reason := range exclusionOrder {
-		n, first := 0, -1
-		for i, e := range excluded {
-			if e.Reason == reason {
-				if first < 0 {
-					first = i
-				}
-				n++
-			}
-		}
+		n := s.ByReason[reason]
 		if n == 0 {
 			continue
 		}
-		e := excluded[first]
+		e := s.first[reason]
 		what := e.Offer.Provider + " " + e.Offer.Region + " " + e.Offer.Instance
 		if e.Billing != 0 {
 			what += " (" + e.Billing.String() + ")"
@@ -546,14 +547,16 @@ func (v planView) markdown(w io.Writer, limit int) error {
 			fmt.Fprintf(&b, "- %s\n", f.Message)
 		}
 	}
-	if len(v.Report.Excluded) > 0 {
-		fmt.Fprintf(&b, "\n### Excluded (%d)\n", len(v.Report.Excluded))
-		for i, e := range v.Report.Excluded {
+	if n := v.Exclusions.Total; n > 0 {
+		fmt.Fprintf(&b, "\n### Excluded (%d)\n", n)
+		i := 0
+		for e := range v.Report.Exclusions() {
 			if limit > 0 && i == limit {
-				fmt.Fprintf(&b, "- … %d more\n", len(v.Report.Excluded)-limit)
+				fmt.Fprintf(&b, "- … %d more\n", n-limit)
 				break
 			}
 			fmt.Fprintf(&b, "- %s %s %s: %s\n", e.Offer.Provider, e.Offer.Region, e.Offer.Instance, e.Why())
+			i++
 		}
 	}
 	_, err := io.WriteString(w, b.String())
