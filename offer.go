@@ -144,7 +144,7 @@ type GPUSpec struct {
 // Catalog is everything the planner prices with: offers, egress tiers,
 // storage rates and the GPU table, plus warnings met while reading them.
 type Catalog struct {
-	Offers   []Offer
+	Offers   Offers
 	Egress   []EgressTier
 	Storage  []StorageRate
 	GPUs     []GPUSpec

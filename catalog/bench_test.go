@@ -3,8 +3,11 @@ package catalog
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strconv"
 	"testing"
+
+	"github.com/gpuwarden/gpuwarden"
 )
 
 // skyPilot50k builds a 50,000-row SkyPilot vms.csv shaped like AWS's: GPU
@@ -111,9 +114,9 @@ func BenchmarkReadOwn100k(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		offers, _, err := parseOffers("prices.csv", "", string(in), nil)
-		if err != nil || len(offers) != 100_000 {
-			b.Fatalf("%d offers, %v", len(offers), err)
+		var offers gpuwarden.OffersBuilder
+		if _, err := parseOffers("prices.csv", "", string(in), &offers); err != nil || offers.Len() != 100_000 {
+			b.Fatalf("%d offers, %v", offers.Len(), err)
 		}
 	}
 	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
@@ -123,18 +126,22 @@ func BenchmarkReadOwn100k(b *testing.B) {
 // parsed-catalog cache's layout (decode only, the file in memory), beside
 // BenchmarkReadOwn100k's parse of the same rows.
 func BenchmarkReadCached100k(b *testing.B) {
-	offers, warns, err := parseOffers("prices.csv", "", string(own100k()), nil)
+	var offers gpuwarden.OffersBuilder
+	warns, err := parseOffers("prices.csv", "", string(own100k()), &offers)
 	if err != nil {
 		b.Fatal(err)
 	}
 	key := fmt.Sprintf("%064x", 1)
-	entry := bytes.Join(encodeCache(key, offers, warns), nil)
-	b.SetBytes(int64(len(entry)))
+	var entry bytes.Buffer
+	if err := encodeCache(&entry, key, &offers, 0, warns); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(entry.Len()))
 	b.ReportAllocs()
 	for b.Loop() {
-		got, _, err := decodeCache(entry, key, nil)
-		if err != nil || len(got) != 100_000 {
-			b.Fatalf("%d offers, %v", len(got), err)
+		var got gpuwarden.OffersBuilder
+		if _, err := decodeCache(bytes.NewReader(entry.Bytes()), int64(entry.Len()), key, &got); err != nil || got.Len() != 100_000 {
+			b.Fatalf("%d offers, %v", got.Len(), err)
 		}
 	}
 	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
@@ -143,12 +150,15 @@ func BenchmarkReadCached100k(b *testing.B) {
 // BenchmarkEncodeCache100k lays out own100k's parse for the cache, the
 // first read's extra cost.
 func BenchmarkEncodeCache100k(b *testing.B) {
-	offers, warns, err := parseOffers("prices.csv", "", string(own100k()), nil)
+	var offers gpuwarden.OffersBuilder
+	warns, err := parseOffers("prices.csv", "", string(own100k()), &offers)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		encodeCache(fmt.Sprintf("%064x", 1), offers, warns)
+		if err := encodeCache(io.Discard, fmt.Sprintf("%064x", 1), &offers, 0, warns); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

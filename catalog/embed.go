@@ -40,7 +40,7 @@ func Embedded() (*gpuwarden.Catalog, error) {
 
 func cloneCatalog(c *gpuwarden.Catalog) *gpuwarden.Catalog {
 	return &gpuwarden.Catalog{
-		Offers:   append([]gpuwarden.Offer(nil), c.Offers...),
+		Offers:   c.Offers, // a table does not change: shared
 		Egress:   append([]gpuwarden.EgressTier(nil), c.Egress...),
 		Storage:  append([]gpuwarden.StorageRate(nil), c.Storage...),
 		GPUs:     append([]gpuwarden.GPUSpec(nil), c.GPUs...),
@@ -72,7 +72,7 @@ func parseSnapshot() (*gpuwarden.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gpuwarden.Catalog{Offers: offers, Egress: egress, Storage: storage, GPUs: gpus, Warnings: warns}, nil
+	return &gpuwarden.Catalog{Offers: gpuwarden.OffersOf(offers...), Egress: egress, Storage: storage, GPUs: gpus, Warnings: warns}, nil
 }
 
 // embeddedErr marks a broken embedded file: a build defect, not user input.

@@ -34,7 +34,7 @@ func TestEmbeddedRowCounts(t *testing.T) {
 		file string
 		got  int
 	}{
-		{"prices.csv", len(c.Offers)},
+		{"prices.csv", c.Offers.Len()},
 		{"egress.csv", len(c.Egress)},
 		{"storage.csv", len(c.Storage)},
 		{"gpus.csv", len(c.GPUs)},
@@ -71,7 +71,7 @@ func TestEmbeddedKnownRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcp, ok := findOffer(c.Offers, "asia-east1", "a2-highgpu-1g", "A100-40GB", 1)
+	gcp, ok := findOffer(c.Offers.Slice(), "asia-east1", "a2-highgpu-1g", "A100-40GB", 1)
 	if !ok {
 		t.Fatal("no gcp a2-highgpu-1g offer in asia-east1")
 	}
@@ -84,14 +84,14 @@ func TestEmbeddedKnownRows(t *testing.T) {
 		t.Errorf("gcp row:\n got %+v\nwant %+v", gcp, want)
 	}
 	// The source of this row holds an unquoted comma in the reference data.
-	h200, ok := findOffer(c.Offers, "us-central1", "a3-ultragpu-8g", "H200", 8)
+	h200, ok := findOffer(c.Offers.Slice(), "us-central1", "a3-ultragpu-8g", "H200", 8)
 	if !ok {
 		t.Fatal("no gcp a3-ultragpu-8g offer")
 	}
 	if got, want := h200.Source, "HF dataset tanod/cloud-gpu-list-prices (per GPU-hour 10.4365 on-demand / 6.2607 spot, times 8)"; got != want {
 		t.Errorf("H200 source %q, want %q", got, want)
 	}
-	for _, o := range c.Offers {
+	for _, o := range c.Offers.All() {
 		if o.Source == "" || o.AsOf == "" {
 			t.Errorf("%s: offer without source or as_of", o.Origin)
 		}
@@ -152,16 +152,15 @@ func TestEmbeddedReturnsCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := a.Offers[0]
-	a.Offers[0].OnDemandHourly = 1
+	want := a.Offers.At(0)
 	a.Egress[0].PerGB = 1
 	a.GPUs[0].VRAMGB = 1
-	a.Offers = append(a.Offers[:0], a.Offers[1:]...)
+	a.Offers = gpuwarden.OffersOf(gpuwarden.Offer{Provider: "hostco", Instance: "replaced"})
 	b, err := Embedded()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Offers[0] != want || b.Egress[0].PerGB == 1 || b.GPUs[0].VRAMGB == 1 {
+	if b.Offers.At(0) != want || b.Egress[0].PerGB == 1 || b.GPUs[0].VRAMGB == 1 {
 		t.Error("a caller's edits leaked into the next Embedded result")
 	}
 }

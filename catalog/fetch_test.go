@@ -169,7 +169,7 @@ func TestAzureOffers(t *testing.T) {
 		onDemand, spot                 string
 	}
 	var got []row
-	for _, o := range cat.Offers {
+	for _, o := range cat.Offers.All() {
 		got = append(got, row{o.Region, o.Instance, o.GPU, o.Country, o.OnDemandHourly.String(), o.SpotHourly.String()})
 		if o.AsOf != "2026-12-02" {
 			t.Errorf("%s %s: as_of %q, want the download day", o.Region, o.Instance, o.AsOf)
@@ -212,7 +212,7 @@ func TestLoadWithStored(t *testing.T) {
 	}
 	snap, _ := Embedded()
 	embeddedLambda := 0
-	for _, o := range snap.Offers {
+	for _, o := range snap.Offers.All() {
 		if o.Provider == "lambda" {
 			embeddedLambda++
 		}
@@ -220,7 +220,7 @@ func TestLoadWithStored(t *testing.T) {
 	if embeddedLambda == 0 {
 		t.Fatal("the snapshot has no lambda offers to replace; the test proves nothing")
 	}
-	for _, o := range cat.Offers {
+	for _, o := range cat.Offers.All() {
 		if o.Provider == "lambda" && !strings.Contains(o.Source, cs.URL) {
 			t.Errorf("a lambda offer from %q survived next to the downloaded catalog", o.Source)
 		}

@@ -114,7 +114,7 @@ func readGpuhunt(t *table, provider string) ([]gpuwarden.Offer, []string, error)
 		if mem == 0 {
 			o.VRAMGBPerGPU = specVRAM(model, sizes)
 		}
-		cpu, err := t.number(cCPU)
+		cpu, err := t.cpus(cCPU)
 		if err != nil {
 			return nil, nil, err
 		}

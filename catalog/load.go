@@ -56,9 +56,10 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		return nil, err
 	}
 	cat := &gpuwarden.Catalog{Egress: snap.Egress, Storage: snap.Storage, GPUs: snap.GPUs}
+	var offers gpuwarden.OffersBuilder
 	cache := newParseCache(opt.CacheDir)
 	var (
-		stored      []gpuwarden.Offer
+		stored      gpuwarden.OffersBuilder
 		replaced    = map[string]bool{}
 		storedWarns []string
 	)
@@ -66,16 +67,16 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		sources, warns := Stored(opt.StoreDir)
 		storedWarns = append(storedWarns, warns...)
 		for _, s := range sources {
-			offers, warns, err := readStored(opt.StoreDir, s, cache)
+			first := stored.Len()
+			warns, err := readStored(opt.StoreDir, s, cache, &stored)
 			if err != nil {
 				storedWarns = append(storedWarns, fmt.Sprintf("downloaded catalog %s cannot be read (%v): using the embedded snapshot for %s; run `gpuwarden catalog update`", s.Cloud, err, s.Cloud))
 				continue
 			}
-			stored = append(stored, offers...)
 			storedWarns = append(storedWarns, warns...)
 			replaced[s.Cloud] = true
 			cat.Sources = append(cat.Sources, gpuwarden.PriceSource{Provider: s.Cloud, URL: s.URL,
-				FetchedAt: s.FetchedAt, CheckedAt: s.CheckedAt, Offers: len(offers)})
+				FetchedAt: s.FetchedAt, CheckedAt: s.CheckedAt, Offers: stored.Len() - first})
 			if !opt.Now.IsZero() && s.Age(opt.Now) > storedMaxAge {
 				storedWarns = append(storedWarns, fmt.Sprintf("downloaded catalog %s was last checked %s ago: run `gpuwarden catalog update`",
 					s.Cloud, FormatAge(s.Age(opt.Now))))
@@ -89,62 +90,67 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		}
 	}
 	if opt.Embedded {
-		for _, o := range snap.Offers {
+		for _, o := range snap.Offers.All() {
 			if !replaced[o.Provider] {
-				cat.Offers = append(cat.Offers, o)
+				offers.Append(&o)
 			}
 		}
 		for _, w := range snap.Warnings {
 			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
-	cat.Offers = append(cat.Offers, stored...)
+	fromStored := stored.Offers()
+	offers.AppendOffers(&fromStored)
 	cat.Warnings = append(cat.Warnings, storedWarns...)
 	for _, name := range opt.Files {
-		// Each file's offers are read after those before it, into one
-		// slice: a big file is not copied again to join them.
-		offers, warns, err := cache.readFile(name, cat.Offers)
+		// Each file's offers are read into the table after those before
+		// it: a big file is not copied again to join them.
+		warns, err := cache.readFile(name, &offers)
 		if err != nil {
 			return nil, err
 		}
-		cat.Offers = offers
 		for _, w := range warns {
 			cat.Warnings = append(cat.Warnings, name+": "+w)
 		}
 	}
+	cat.Offers = offers.Offers()
 	return cat, nil
 }
 
 // readStored reads one downloaded catalog and dates its offers by the last
 // time the server confirmed the file: SkyPilot files carry no date, but a
 // file fetched today is today's published price list.
-func readStored(dir string, s Source, cache parseCache) ([]gpuwarden.Offer, []string, error) {
+func readStored(dir string, s Source, cache parseCache, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	name := filepath.Join(dir, s.File)
 	raw, err := os.ReadFile(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	content := sha256.Sum256(raw)
 	if hex.EncodeToString(content[:]) != s.SHA256 {
-		return nil, nil, fmt.Errorf("%s does not match the checksum recorded at download", name)
+		return nil, fmt.Errorf("%s does not match the checksum recorded at download", name)
 	}
 	provider := normalizeProvider(s.Cloud)
-	offers, warns, ok := cache.lookup(name, provider, content, len(raw), nil)
+	var read gpuwarden.OffersBuilder
+	warns, ok := cache.lookup(name, provider, content, len(raw), &read)
 	if !ok {
-		if offers, warns, err = parseOffers(name, provider, unsafe.String(unsafe.SliceData(raw), len(raw)), nil); err != nil {
-			return nil, nil, err
+		if warns, err = parseOffers(name, provider, unsafe.String(unsafe.SliceData(raw), len(raw)), &read); err != nil {
+			return nil, err
 		}
-		cache.store(name, provider, content, len(raw), offers, warns)
+		cache.store(name, provider, content, len(raw), &read, 0, warns)
 	}
+	offers := read.Offers()
 	asOf := s.CheckedAt.UTC().Format("2006-01-02")
 	source := fmt.Sprintf("%s, downloaded %s", s.URL, s.FetchedAt.UTC().Format("2006-01-02 15:04 UTC"))
-	for i := range offers {
-		if offers[i].AsOf == "" {
-			offers[i].AsOf = asOf
+	dst.Grow(offers.Len())
+	for _, o := range offers.All() {
+		if o.AsOf == "" {
+			o.AsOf = asOf
 		}
-		if !strings.HasPrefix(offers[i].Source, "Azure") {
-			offers[i].Source = "SkyPilot catalog " + source
+		if !strings.HasPrefix(o.Source, "Azure") {
+			o.Source = "SkyPilot catalog " + source
 		}
+		dst.Append(&o)
 	}
 	out := warns[:0]
 	for _, w := range warns {
@@ -153,7 +159,7 @@ func readStored(dir string, s Source, cache parseCache) ([]gpuwarden.Offer, []st
 		}
 		out = append(out, s.Cloud+" (downloaded): "+w)
 	}
-	return offers, out, nil
+	return out, nil
 }
 
 // FormatAge writes a duration as people read an age: "40 min", "3 h", "5 days".

@@ -25,9 +25,9 @@ func TestLoad(t *testing.T) {
 		wantOffers   int
 		wantWarnings []string // prefixes
 	}{
-		{"snapshot only", nil, true, len(snap.Offers), nil},
+		{"snapshot only", nil, true, snap.Offers.Len(), nil},
 		{"files only", []string{aws, own}, false, 10 + 4, []string{aws + ": ", aws + ": ", aws + ": ", aws + ": ", own + ": ", own + ": ", own + ": "}},
-		{"both", []string{own}, true, len(snap.Offers) + 4, []string{own + ": ", own + ": ", own + ": "}},
+		{"both", []string{own}, true, snap.Offers.Len() + 4, []string{own + ": ", own + ": ", own + ": "}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,8 +35,8 @@ func TestLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(c.Offers) != tt.wantOffers {
-				t.Errorf("got %d offers, want %d", len(c.Offers), tt.wantOffers)
+			if c.Offers.Len() != tt.wantOffers {
+				t.Errorf("got %d offers, want %d", c.Offers.Len(), tt.wantOffers)
 			}
 			if len(c.Warnings) != len(tt.wantWarnings) {
 				t.Fatalf("got warnings %q, want %d", c.Warnings, len(tt.wantWarnings))

@@ -74,8 +74,7 @@ func KnownNames(cat *gpuwarden.Catalog) *Names {
 		// A million offers name a few hundred places: look each up once.
 		type place struct{ provider, region string }
 		seenPlace := map[place]bool{}
-		for i := range cat.Offers {
-			o := &cat.Offers[i]
+		for _, o := range cat.Offers.All() {
 			addGPU(o.GPU, o.VRAMGBPerGPU)
 			if pl := (place{o.Provider, o.Region}); !seenPlace[pl] {
 				seenPlace[pl] = true

@@ -35,7 +35,7 @@ func TestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A user's own file adds a provider, a region and a model.
-	cat.Offers = append(cat.Offers, gpuwarden.Offer{Provider: "hostco", Region: "fra1", GPU: "B300", GPUCount: 1})
+	cat.Offers = gpuwarden.OffersOf(append(cat.Offers.Slice(), gpuwarden.Offer{Provider: "hostco", Region: "fra1", GPU: "B300", GPUCount: 1})...)
 	n := KnownNames(cat)
 	tests := []struct {
 		name string

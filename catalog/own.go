@@ -31,86 +31,86 @@ import (
 //
 // Prices are exact decimals: a curated file has no excuse for binary float
 // tails, so more than six decimals is an error, not a rounding.
-func readOwn(t *table) ([]gpuwarden.Offer, []string, error) {
+func readOwn(t *table, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	if chunks := splitRows(t); chunks != nil {
-		return readOwnParallel(t, chunks)
+		return readOwnParallel(t, chunks, dst)
 	}
 	r := newOwnReader(t)
 	// The lines left are the most rows there can be: counted first, the
-	// offers are allocated once instead of grown and copied.
-	rows := strings.Count(t.r.data[t.r.off:], "\n") + 1
-	offers := make([]gpuwarden.Offer, len(t.before), len(t.before)+rows)
-	copy(offers, t.before)
+	// table grows once instead of doubling.
+	dst.Grow(strings.Count(t.r.data[t.r.off:], "\n") + 1)
+	var o gpuwarden.Offer
 	for {
 		ok, err := t.next()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !ok {
 			break
 		}
-		// Fill the offer in place: copying a 230-byte struct into the
-		// slice was a tenth of the read.
-		offers = append(offers, gpuwarden.Offer{})
-		if err := r.row(t, &offers[len(offers)-1]); err != nil {
-			return nil, nil, err
+		o = gpuwarden.Offer{}
+		if err := r.row(t, &o); err != nil {
+			return nil, err
 		}
+		dst.Append(&o)
 	}
-	return offers, r.warnings(), nil
+	return r.warnings(), nil
 }
 
-// readOwnParallel reads the pieces of an own-format file at once, each
-// into its own stretch of one slice, and joins them as if read in one go:
-// the same offers in file order, the first error in file order, warnings
-// that count every piece.
-func readOwnParallel(t *table, chunks []rowChunk) ([]gpuwarden.Offer, []string, error) {
-	// Each piece's stretch starts after the offers before and the pieces
-	// before it; a row takes a line at least, so a stretch has room.
-	starts := make([]int, len(chunks)+1)
-	starts[0] = len(t.before)
-	for i, c := range chunks {
-		starts[i+1] = starts[i] + c.lines
+// readOwnParallel reads the pieces of an own-format file at once and
+// joins them as if read in one go: the same offers in file order, the
+// first error in file order, warnings that count every piece. The first
+// piece is read into dst, which makes room for all of them, and the others
+// into tables of their own, added after it.
+func readOwnParallel(t *table, chunks []rowChunk, dst *gpuwarden.OffersBuilder) ([]string, error) {
+	lines := 0
+	for _, c := range chunks {
+		lines += c.lines
 	}
-	all := make([]gpuwarden.Offer, starts[len(chunks)])
-	adviseHugePages(all)
-	copy(all, t.before)
+	dst.Grow(lines)
 	type result struct {
-		rows int
-		r    *ownReader
-		err  error
+		offers gpuwarden.OffersBuilder
+		r      *ownReader
+		err    error
 	}
 	results := make([]result, len(chunks))
 	parallel.Do(len(chunks), func(i int) {
 		pt := *t // the header is shared, read only
 		pt.r = &csvRows{data: chunks[i].data, numLine: chunks[i].lineBefore}
-		r := newOwnReader(&pt)
-		part := all[starts[i]:starts[i+1]]
-		n := 0
+		res := &results[i]
+		res.r = newOwnReader(&pt)
+		into := dst
+		if i > 0 {
+			into = &res.offers
+			into.Grow(chunks[i].lines)
+		}
+		var o gpuwarden.Offer
 		for {
 			ok, err := pt.next()
 			if err == nil && ok {
-				err = r.row(&pt, &part[n])
-				n++
+				o = gpuwarden.Offer{}
+				err = res.r.row(&pt, &o)
 			}
 			if err != nil || !ok {
-				results[i] = result{rows: n, r: r, err: err}
+				res.err = err
 				return
 			}
+			into.Append(&o)
 		}
 	})
 	joined := &ownReader{}
-	n := len(t.before)
-	for i, res := range results {
+	for i := range results {
+		res := &results[i]
 		if res.err != nil {
-			return nil, nil, res.err
+			return nil, res.err
 		}
-		// Empty lines take no row: close the gap they leave.
-		n += copy(all[n:], all[starts[i]:starts[i]+res.rows])
+		piece := res.offers.Offers()
+		dst.AppendOffers(&piece)
 		joined.undated.join(res.r.undated)
 		joined.noCountry.join(res.r.noCountry)
 		joined.noVRAM.join(res.r.noVRAM)
 	}
-	return all[:n], joined.warnings(), nil
+	return joined.warnings(), nil
 }
 
 // ownReader reads the rows of one own-format file, or of one piece of it.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"path"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -77,7 +76,13 @@ func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string
 	if err != nil {
 		return nil, nil, err
 	}
-	return parseOffers(name, provider, data, nil)
+	var b gpuwarden.OffersBuilder
+	warns, err := parseOffers(name, provider, data, &b)
+	if err != nil {
+		return nil, nil, err
+	}
+	offers := b.Offers()
+	return offers.Slice(), warns, nil
 }
 
 // maxPriceFile bounds what a price file may hold: 1 GiB is some 14 million
@@ -86,8 +91,8 @@ func readOffers(name, provider string, r io.Reader) ([]gpuwarden.Offer, []string
 const maxPriceFile = 1 << 30
 
 // readAll reads r whole, up to maxPriceFile, into a string that nothing
-// else holds: the offers read from it keep substrings of it. With the
-// size known, that is one allocation.
+// else holds, so that rows can be read as substrings of it. With the size
+// known, that is one allocation.
 func readAll(name string, r io.Reader, size int) (string, error) {
 	if l, ok := r.(interface{ Len() int }); ok && size == 0 {
 		size = min(l.Len(), maxPriceFile) // a bytes.Reader, a strings.Reader: its length is known
@@ -104,45 +109,43 @@ func readAll(name string, r io.Reader, size int) (string, error) {
 	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
-// parseOffers is readOffers on the whole file; data must not change after.
-// The offers come after before, a copy of it: an own-format file's are
-// read into the slice that holds both, since appending a million offers
-// to a few thousand read earlier copied 216 MB.
-func parseOffers(name, provider, data string, before []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
+// parseOffers is readOffers on the whole file, its offers added to dst.
+// On an error dst may hold some of the file's offers: the caller drops it.
+func parseOffers(name, provider, data string, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	t, err := openTable(name, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	t.before = before
 	var (
 		offers []gpuwarden.Offer
 		warns  []string
 	)
 	switch t.format {
 	case formatOwn:
-		offers, warns, err = readOwn(t)
+		return readOwn(t, dst)
 	case formatSkyPilot:
 		if provider == "" {
 			if provider, err = providerFromName(t); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		offers, warns, err = readSkyPilot(t, provider)
 	case formatGpuhunt:
 		if provider == "" && t.col("provider") < 0 {
 			if provider, err = providerFromName(t); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 		offers, warns, err = readGpuhunt(t, provider)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if t.format != formatOwn {
-		offers = slices.Concat(before, offers)
+	dst.Grow(len(offers))
+	for i := range offers {
+		dst.Append(&offers[i])
 	}
-	return offers, warns, nil
+	return warns, nil
 }
 
 // table is a CSV file being read row by row, with its header indexed by
@@ -154,9 +157,6 @@ type table struct {
 	cols   []string       // header names as written, for messages
 	idx    map[string]int // lower-case header name → column
 	rec    []string       // the current row; reused between rows
-	// before are the offers read earlier, which an own-format file's
-	// offers are read after, in one slice (see parseOffers).
-	before []gpuwarden.Offer
 }
 
 const utf8BOM = "\xEF\xBB\xBF"
@@ -428,6 +428,17 @@ func (t *table) integer(i int) (int, error) {
 		return 0, t.cellErr(i, "%s is not a whole number", quoted(t.cell(i)))
 	}
 	return int(f), nil
+}
+
+// cpus reads a vCPU count, which SkyPilot and gpuhunt write with
+// decimals: bounded as integer bounds a count of our own format, since an
+// offer keeps it in 32 bits.
+func (t *table) cpus(i int) (float64, error) {
+	f, err := t.number(i)
+	if err == nil && f > 1<<20 {
+		err = t.cellErr(i, "%s is more vCPUs than any machine has", quoted(t.cell(i)))
+	}
+	return f, err
 }
 
 // knownProviders are the provider names a file name may carry; anything else

@@ -362,6 +362,10 @@ func TestReadOffersErrors(t *testing.T) {
 			`aws/vms.csv:2:7: column Price: "98.3.2" is not a number`, skyHint},
 		{"SkyPilot negative spot", "aws/vms.csv", sky + "p5.48xlarge,H100,8,192,2048,,98.32,-1e-2,us-east-1,use1-az1\n",
 			`aws/vms.csv:2:8: column SpotPrice: "-1e-2" is negative`, skyHint},
+		{"SkyPilot vCPUs past 32 bits", "aws/vms.csv", sky + "p5.48xlarge,H100,8,3e9,2048,,98.32,,us-east-1,use1-az1\n",
+			`aws/vms.csv:2:4: column vCPUs: "3e9" is more vCPUs than any machine has`, skyHint},
+		{"gpuhunt cpus past 32 bits", "runpod.csv", hunt + "1x_A100,US,1.39,5000000000,64,1,A100,80,false\n",
+			`runpod.csv:2:4: column cpu: "5000000000" is more vCPUs than any machine has`, huntHint},
 		{"SkyPilot count", "aws/vms.csv", sky + "p5.48xlarge,H100,eight,192,2048,,98.32,,us-east-1,use1-az1\n",
 			`aws/vms.csv:2:3: column AcceleratorCount: "eight" is not a number`, skyHint},
 		{"SkyPilot count missing", "aws/vms.csv", sky + "p5.48xlarge,H100,,192,2048,,98.32,,us-east-1,use1-az1\n",
@@ -578,7 +582,7 @@ func TestQuoted(t *testing.T) {
 // readSequential parses with one processor, so that splitRows declines.
 func readSequential(name, data string) ([]gpuwarden.Offer, []string, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	return parseOffers(name, "", data, nil)
+	return parseSlice(name, "", data, nil)
 }
 
 // A big own-format file read in pieces gives what one pass gives: offers
@@ -624,7 +628,7 @@ func TestOwnInPiecesMatchesOnePass(t *testing.T) {
 			if (wantErr == nil) != (name == "good") || (name == "good" && len(wantWarns) != 2) {
 				t.Fatalf("the case does not test what it says: %v, warnings %q", wantErr, wantWarns)
 			}
-			got, gotWarns, gotErr := parseOffers("big.csv", "", data, nil)
+			got, gotWarns, gotErr := parseSlice("big.csv", "", data, nil)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 				t.Fatalf("got error %v, want %v", gotErr, wantErr)
 			}
@@ -638,11 +642,11 @@ func TestOwnInPiecesMatchesOnePass(t *testing.T) {
 			before := []gpuwarden.Offer{{Provider: "aws", Instance: "earlier"}, {Provider: "gcp", Instance: "earlier too"}}
 			for _, read := range []func(string, string, []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error){
 				func(n, d string, b []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
-					return parseOffers(n, "", d, b)
+					return parseSlice(n, "", d, b)
 				},
 				func(n, d string, b []gpuwarden.Offer) ([]gpuwarden.Offer, []string, error) {
 					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-					return parseOffers(n, "", d, b)
+					return parseSlice(n, "", d, b)
 				},
 			} {
 				after, _, err := read("big.csv", data, before)

@@ -117,7 +117,7 @@ func readSkyPilot(t *table, provider string) ([]gpuwarden.Offer, []string, error
 		if count != math.Trunc(count) {
 			s.fractional.add(t.line())
 		}
-		vcpus, err := t.number(cVCPUs)
+		vcpus, err := t.cpus(cVCPUs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -405,7 +405,7 @@ func (s *skyPilotReader) addHost(inst string, cVCPUs, cMem, cPrice, cSpot, cRegi
 	if h.spot == h.price {
 		h.spot = 0
 	}
-	if h.vcpus, err = t.number(cVCPUs); err != nil {
+	if h.vcpus, err = t.cpus(cVCPUs); err != nil {
 		return err
 	}
 	if h.mem, err = t.number(cMem); err != nil {

@@ -32,8 +32,7 @@ func Stale(c *gpuwarden.Catalog, now time.Time, maxAge time.Duration) []string {
 		ok   bool
 		last folded
 	)
-	for i := range c.Offers {
-		o := &c.Offers[i]
+	for _, o := range c.Offers.All() {
 		if o.AsOf == "" {
 			continue
 		}

@@ -18,7 +18,7 @@ func TestStale(t *testing.T) {
 		}
 		return gpuwarden.Offer{Provider: provider, AsOf: asOf, Origin: gpuwarden.Origin{File: origin[:i], Line: line}}
 	}
-	cat := &gpuwarden.Catalog{Offers: []gpuwarden.Offer{
+	cat := &gpuwarden.Catalog{Offers: gpuwarden.OffersOf([]gpuwarden.Offer{
 		offer("aws", "2026-07", embeddedPrices+":2"),
 		offer("aws", "2026-06-15", embeddedPrices+":3"),
 		// One fresh gcp price makes gcp fresh.
@@ -27,7 +27,7 @@ func TestStale(t *testing.T) {
 		offer("runpod", "", embeddedPrices+":6"), // undated: warned about at import
 		offer("aws", "2026-03", "mine/aws.csv:2"),
 		offer("lambda", "2026-10", "mine/lambda.csv:7"),
-	}}
+	}...)}
 	now := time.Date(2026, 10, 30, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string

@@ -61,15 +61,14 @@ func billingOf(b *gpuwarden.Box) string {
 
 func findOffer(cat *gpuwarden.Catalog, b *gpuwarden.Box) (*gpuwarden.Offer, error) {
 	var found *gpuwarden.Offer
-	for i := range cat.Offers {
-		o := &cat.Offers[i]
+	for _, o := range cat.Offers.All() {
 		if strings.EqualFold(o.Provider, b.Provider) && strings.EqualFold(o.Instance, b.Instance) &&
 			(b.Region == "" || strings.EqualFold(o.Region, b.Region)) {
 			if found != nil && found.Region != o.Region {
 				return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "box %s %s is offered in several regions", b.Provider, b.Instance).
 					WithHint("add box.region to the plan")
 			}
-			found = o
+			found = &o
 		}
 	}
 	if found == nil {

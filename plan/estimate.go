@@ -119,7 +119,7 @@ func (r *Report) providersIn(country string) map[string]bool {
 		return nil
 	}
 	if r.byCountry == nil {
-		r.byCountry = providersByCountry(r.cat.Offers)
+		r.byCountry = providersByCountry(&r.cat.Offers)
 	}
 	return r.byCountry[country]
 }
@@ -127,13 +127,13 @@ func (r *Report) providersIn(country string) map[string]bool {
 // providersByCountry scans a large catalog in parts on every core: the
 // first estimate scans it under the lock the pricing goroutines wait on,
 // and on 1,000,000 offers the scan alone held them up for 33 ms.
-func providersByCountry(offers []gpuwarden.Offer) map[string]map[string]bool {
-	parts := make([]map[string]map[string]bool, partsFor(len(offers)))
+func providersByCountry(offers *gpuwarden.Offers) map[string]map[string]bool {
+	parts := make([]map[string]map[string]bool, partsFor(offers.Len()))
 	parallel.Do(len(parts), func(i int) {
-		lo, hi := span(len(offers), len(parts), i)
+		lo, hi := span(offers.Len(), len(parts), i)
 		found := map[string]map[string]bool{}
 		for j := lo; j < hi; j++ {
-			o := &offers[j]
+			o := offers.At(j)
 			if o.Country == "" {
 				continue
 			}

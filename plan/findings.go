@@ -266,7 +266,7 @@ func (r *Report) spotFinding(add func(string, string, ...any)) {
 	var sp *Candidate
 	for i, j := range r.order {
 		// A spot row has savings when its offer has an on-demand price.
-		if p := r.rows[j]; p.billing == Spot && r.cat.Offers[p.offer].OnDemandHourly > 0 {
+		if p := r.rows[j]; p.billing == Spot && r.cat.Offers.At(int(p.offer)).OnDemandHourly > 0 {
 			sp = r.fit(i)
 			break
 		}
@@ -303,7 +303,8 @@ func (r *Report) monthlyFinding(add func(string, string, ...any)) {
 		// A break-even at or past the month's hours is never reached: the
 		// monthly price cannot beat the hourly rate, so there is nothing
 		// to weigh.
-		if be := r.breakEvenHours(&r.cat.Offers[p.offer]); be == 0 || be >= r.HoursPerMonth {
+		o := r.cat.Offers.At(int(p.offer))
+		if be := r.breakEvenHours(&o); be == 0 || be >= r.HoursPerMonth {
 			continue
 		}
 		c := r.fit(i)

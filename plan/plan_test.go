@@ -109,8 +109,8 @@ func notebookPlan() *gpuwarden.Plan {
 
 func TestNotebookLeftOn(t *testing.T) {
 	p := notebookPlan()
-	cat := &gpuwarden.Catalog{Offers: []gpuwarden.Offer{{Provider: "hostco", Region: "fra1", Country: "DE", Instance: "a100.1x",
-		GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80, Currency: "EUR", OnDemandHourly: mustMicros(t, "3.50")}}}
+	cat := &gpuwarden.Catalog{Offers: gpuwarden.OffersOf(gpuwarden.Offer{Provider: "hostco", Region: "fra1", Country: "DE", Instance: "a100.1x",
+		GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80, Currency: "EUR", OnDemandHourly: mustMicros(t, "3.50")})}
 	r, err := Rank(p, cat)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func hasFinding(r *Report, kind string) bool {
 func testCatalog(t testing.TB) *gpuwarden.Catalog {
 	m := func(s string) gpuwarden.Micros { return mustMicros(t, s) }
 	return &gpuwarden.Catalog{
-		Offers: []gpuwarden.Offer{
+		Offers: gpuwarden.OffersOf([]gpuwarden.Offer{
 			{Provider: "aws", Region: "us-east-1", Country: "US", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1, VRAMGBPerGPU: 24,
 				Currency: "USD", OnDemandHourly: m("0.8048"), SpotHourly: m("0.3490")},
 			{Provider: "aws", Region: "eu-central-1", Country: "DE", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1, VRAMGBPerGPU: 24,
@@ -161,7 +161,7 @@ func testCatalog(t testing.TB) *gpuwarden.Catalog {
 				Currency: "USD", OnDemandHourly: m("0.526")},
 			{Provider: "hostco", Region: "fra1", Country: "DE", Instance: "a100.1x", GPU: "A100-80GB", GPUCount: 1, VRAMGBPerGPU: 80,
 				Currency: "EUR", OnDemandHourly: m("3.50")},
-		},
+		}...),
 		Egress: []gpuwarden.EgressTier{
 			{Provider: "aws", Scope: "internet", FromGB: 0, ToGB: m("10240"), Currency: "USD", PerGB: m("0.09"), Unit: "GiB"},
 			{Provider: "aws", Scope: "internet", FromGB: m("10240"), ToGB: m("51200"), Currency: "USD", PerGB: m("0.085"), Unit: "GiB"},
@@ -286,7 +286,7 @@ func TestRankNothingFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.ExcludedCount(), len(testCatalog(t).Offers); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
+	if got, want := r.ExcludedCount(), testCatalog(t).Offers.Len(); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
 		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", len(r.Ranked), got, r.Findings, want)
 	}
 }
@@ -335,14 +335,14 @@ func TestMonthlyBreakEven(t *testing.T) {
 func TestPlanANotOnAnOmission(t *testing.T) {
 	m := func(s string) gpuwarden.Micros { v, _ := gpuwarden.ParseMicros(s); return v }
 	cat := &gpuwarden.Catalog{
-		Offers: []gpuwarden.Offer{
+		Offers: gpuwarden.OffersOf([]gpuwarden.Offer{
 			{Provider: "hyperbolic", Region: "default", Country: "US", Instance: "1x-RTX4090", GPU: "RTX-4090", GPUCount: 1,
 				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.23")},
 			{Provider: "aws", Region: "us-east-1", Country: "US", Instance: "g6.xlarge", GPU: "L4", GPUCount: 1,
 				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.19")},
 			{Provider: "lambda", Region: "us-east-1", Country: "US", Instance: "gpu_1x_a10", GPU: "A10", GPUCount: 1,
 				VRAMGBPerGPU: 24, Currency: "USD", OnDemandHourly: m("0.20")},
-		},
+		}...),
 		Storage: []gpuwarden.StorageRate{
 			{Provider: "aws", Kind: "block (EBS gp3)", Currency: "USD", PerGBMonth: m("0.08")},
 			{Provider: "lambda", Kind: "block (filesystem)", Currency: "USD", PerGBMonth: m("0.20")},
@@ -428,7 +428,7 @@ func randomCatalog(tb testing.TB, rng *rand.Rand, n int) *gpuwarden.Catalog {
 	}{{"T4", 16}, {"L4", 24}, {"A100-80GB", 80}, {"H100-SXM", 80}, {"H200", 141}}
 	providers := []string{"aws", "gcp", "runpod", "lambda", "vast"}
 	countries := []string{"US", "DE", "FR", "TW"}
-	cat.Offers = cat.Offers[:0]
+	offers := make([]gpuwarden.Offer, 0, n)
 	for i := 0; i < n; i++ {
 		g := gpus[rng.IntN(len(gpus))]
 		o := gpuwarden.Offer{Provider: providers[rng.IntN(len(providers))], Region: fmt.Sprintf("r%d", rng.IntN(20)),
@@ -441,8 +441,9 @@ func randomCatalog(tb testing.TB, rng *rand.Rand, n int) *gpuwarden.Catalog {
 		if rng.IntN(10) == 0 {
 			o.Monthly = o.OnDemandHourly * 600
 		}
-		cat.Offers = append(cat.Offers, o)
+		offers = append(offers, o)
 	}
+	cat.Offers = gpuwarden.OffersOf(offers...)
 	return cat
 }
 
@@ -559,14 +560,16 @@ func benchmarkRankBudget(b *testing.B, offers int) {
 // put back in catalog order.
 func TestRankParallelMatchesSerial(t *testing.T) {
 	cat := randomCatalog(t, rand.New(rand.NewPCG(9, 10)), 200_000)
-	for i := range cat.Offers {
+	offers := cat.Offers.Slice()
+	for i := range offers {
 		if i%97 == 0 {
-			cat.Offers[i].Currency = "EUR" // no exchange rate in the plan
+			offers[i].Currency = "EUR" // no exchange rate in the plan
 		}
 	}
+	cat.Offers = gpuwarden.OffersOf(offers...)
 	var box *gpuwarden.Offer
-	for i := range cat.Offers {
-		if o := &cat.Offers[i]; o.GPU == "H200" && o.GPUCount == 8 && o.Currency == "USD" {
+	for i := range offers {
+		if o := &offers[i]; o.GPU == "H200" && o.GPUCount == 8 && o.Currency == "USD" {
 			box = o
 			break
 		}
@@ -606,8 +609,27 @@ func TestRankParallelMatchesSerial(t *testing.T) {
 				{"findings", got.Findings, want.Findings},
 				{"report", got, want},
 			}
-			if n := len(parts[1].got.([]Exclusion)); n != got.ExcludedCount() {
+			walked := parts[1].got.([]Exclusion)
+			if n := len(walked); n != got.ExcludedCount() {
 				t.Errorf("%d exclusions walked, ExcludedCount %d", n, got.ExcludedCount())
+			}
+			// The counts and the first of each reason, made without
+			// walking, are what the walk finds.
+			counts, firsts := map[Reason]int{}, map[Reason]Exclusion{}
+			for _, e := range walked {
+				if counts[e.Reason] == 0 {
+					firsts[e.Reason] = e
+				}
+				counts[e.Reason]++
+			}
+			if !reflect.DeepEqual(got.ExclusionCounts(), counts) {
+				t.Errorf("ExclusionCounts = %v, walked %v", got.ExclusionCounts(), counts)
+			}
+			for _, reason := range []Reason{ReasonProvider, ReasonResidency, ReasonTooSmall, ReasonCurrency, ReasonSpot, ReasonBudget} {
+				e, ok := got.FirstExclusion(reason)
+				if want, wantOK := firsts[reason]; ok != wantOK || e != want {
+					t.Errorf("FirstExclusion(%s) = %v, %v; walked %v, %v", reason, e.Offer.Instance, ok, want.Offer.Instance, wantOK)
+				}
 			}
 			for _, part := range parts {
 				if !reflect.DeepEqual(part.got, part.want) {

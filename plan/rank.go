@@ -66,7 +66,7 @@ const (
 // so the report does not keep them: Report.Exclusions makes each as it is
 // walked, and Why writes its words from the report when asked.
 type Exclusion struct {
-	Offer *gpuwarden.Offer
+	Offer gpuwarden.Offer
 	// Total is the month's total of a priced billing mode (spot, budget);
 	// it is set when Billing is.
 	Total   gpuwarden.Cents
@@ -84,10 +84,10 @@ func (e *Exclusion) Why() string {
 	case ReasonSpot:
 		return "interruptions.tolerance is none: a reclaim would lose the work"
 	case ReasonCurrency:
-		o := e.Offer
+		o := &e.Offer
 		return fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)
 	}
-	_, msg := r.rules.static(e.Offer, r.Sizing)
+	_, msg := r.rules.static(&e.Offer, r.Sizing)
 	return msg
 }
 
@@ -100,7 +100,7 @@ func (e Exclusion) MarshalJSON() ([]byte, error) {
 		Reason  Reason           `json:"reason"`
 		Message string           `json:"message"`
 		Total   *gpuwarden.Cents `json:"total,omitempty"`
-	}{Offer: e.Offer, Billing: e.Billing, Reason: e.Reason, Message: e.Why()}
+	}{Offer: &e.Offer, Billing: e.Billing, Reason: e.Reason, Message: e.Why()}
 	if e.Billing != 0 {
 		f.Total = &e.Total
 	}
@@ -186,7 +186,7 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 		r.SmallestCard = &c
 	}
 	r.rules = newRules(p)
-	r.split(r.priceAll(cat.Offers))
+	r.split(r.priceAll(&cat.Offers))
 	r.findings()
 	return r, nil
 }
@@ -199,23 +199,74 @@ func (r *Report) ExcludedCount() int { return len(r.static) + len(r.rows) - len(
 // the rules leave out before pricing, in catalog order, then the billing
 // modes the plan forbids (spot without tolerance, over the budget),
 // cheapest first. Each is made as it is walked, so that the report holds
-// 8 bytes per excluded offer, not 48 per excluded mode.
+// 8 bytes per excluded offer, not an Exclusion per excluded mode.
 func (r *Report) Exclusions() iter.Seq[Exclusion] {
 	return func(yield func(Exclusion) bool) {
 		for _, e := range r.static {
-			if !yield(Exclusion{Offer: &r.cat.Offers[e.offer], Reason: staticReasons[e.reason], report: r}) {
+			if !yield(Exclusion{Offer: r.cat.Offers.At(int(e.offer)), Reason: staticReasons[e.reason], report: r}) {
 				return
 			}
 		}
 		for _, j := range r.order {
 			p := r.rows[j]
 			if reason := r.forbids(p); reason != "" {
-				if !yield(Exclusion{Offer: &r.cat.Offers[p.offer], Billing: p.billing, Reason: reason, Total: p.total, report: r}) {
+				if !yield(Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total, report: r}) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// ExclusionCounts counts the exclusions per reason without making them:
+// summing 1.5 million exclusions one by one was a third of planning a
+// million offers.
+func (r *Report) ExclusionCounts() map[Reason]int {
+	var static [len(staticReasons)]int
+	for _, e := range r.static {
+		static[e.reason]++
+	}
+	counts := map[Reason]int{}
+	for i, n := range static {
+		if n > 0 {
+			counts[staticReasons[i]] = n
+		}
+	}
+	var spot, budget int
+	for _, p := range r.rows {
+		switch r.forbids(p) {
+		case ReasonSpot:
+			spot++
+		case ReasonBudget:
+			budget++
+		}
+	}
+	if spot > 0 {
+		counts[ReasonSpot] = spot
+	}
+	if budget > 0 {
+		counts[ReasonBudget] = budget
+	}
+	return counts
+}
+
+// FirstExclusion is the first exclusion of a reason in report order (for
+// the budget, the cheapest); ok is false when there is none.
+func (r *Report) FirstExclusion(reason Reason) (e Exclusion, ok bool) {
+	if code := slices.Index(staticReasons[:], reason); code >= 0 {
+		for _, s := range r.static {
+			if int(s.reason) == code {
+				return Exclusion{Offer: r.cat.Offers.At(int(s.offer)), Reason: reason, report: r}, true
+			}
+		}
+		return Exclusion{}, false
+	}
+	for _, j := range r.order {
+		if p := r.rows[j]; r.forbids(p) == reason {
+			return Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total, report: r}, true
+		}
+	}
+	return Exclusion{}, false
 }
 
 // staticExclusion is an offer the rules leave out before it is priced.
@@ -292,12 +343,12 @@ func (rs rules) regionAllowed(o *gpuwarden.Offer) bool {
 	return false
 }
 
-// billingModes counts the rows the offers can expand into, so the slice
-// that holds them is allocated once.
-func billingModes(offers []gpuwarden.Offer) int {
+// billingModes counts the rows offers lo to hi can expand into, so the
+// slice that holds them is allocated once.
+func billingModes(offers *gpuwarden.Offers, lo, hi int) int {
 	n := 0
-	for i := range offers {
-		o := &offers[i]
+	for i := lo; i < hi; i++ {
+		o := offers.At(i)
 		if o.OnDemandHourly > 0 {
 			n++
 		}
@@ -362,12 +413,13 @@ func span(n, parts, i int) (lo, hi int) {
 // its own window of the report's rows and its own exclusions and
 // candidates: concatenated in chunk order, they are in catalog order.
 type chunk struct {
-	first      int32 // index of its first offer in the catalog
-	offers     []gpuwarden.Offer
+	first, end int32    // the catalog's offers first to end (not included)
 	rows       []priced // a window of Report.rows with room for every billing mode
 	excluded   []staticExclusion
-	candidates []*Candidate // of the ranked rows, in catalog order
-	kept       []Candidate  // the block the next candidate goes to
+	candidates []*Candidate      // of the ranked rows, in catalog order
+	kept       []Candidate       // the block the next candidate goes to
+	offers     []gpuwarden.Offer // the block the next ranked offer goes to
+	offer      gpuwarden.Offer   // the offer being priced
 	cents      centArena
 	shared     map[sharedKey]sharedLines // this chunk's copy of Report.shared
 }
@@ -377,13 +429,13 @@ type chunk struct {
 // catalog order. They are made while the offer is still in the cache: made
 // after the sort, each read its offer from a random place, and
 // BenchmarkRank100k took three times as long.
-func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
-	chunks := make([]chunk, partsFor(len(offers)))
+func (r *Report) priceAll(offers *gpuwarden.Offers) []*Candidate {
+	chunks := make([]chunk, partsFor(offers.Len()))
 	modes := make([]int, len(chunks))
 	parallel.Do(len(chunks), func(i int) {
-		lo, hi := span(len(offers), len(chunks), i)
-		chunks[i].first, chunks[i].offers = int32(lo), offers[lo:hi]
-		modes[i] = billingModes(chunks[i].offers)
+		lo, hi := span(offers.Len(), len(chunks), i)
+		chunks[i].first, chunks[i].end = int32(lo), int32(hi)
+		modes[i] = billingModes(offers, lo, hi)
 	})
 	// One allocation for all rows: each chunk's window has room for all its
 	// billing modes, and what the static rules and missing exchange rates
@@ -424,25 +476,33 @@ func (r *Report) priceAll(offers []gpuwarden.Offer) []*Candidate {
 // price prices the chunk's offers: the rules first, then each billing mode
 // into a row, and a candidate for each row the plan ranks.
 func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
-	for i := range c.offers {
-		o := &c.offers[i]
+	// The offer being priced is made in the chunk, not on the heap per
+	// offer: a candidate points at it until it is kept (keepOffer).
+	o := &c.offer
+	for i := c.first; i < c.end; i++ {
+		*o = r.cat.Offers.At(int(i))
 		if reason, _ := r.rules.static(o, r.Sizing); reason != "" {
-			c.excluded = append(c.excluded, staticExcluded(int(c.first)+i, reason))
+			c.excluded = append(c.excluded, staticExcluded(int(i), reason))
 			continue
 		}
 		shared := c.sharedFor(r, sharedMu, o)
 		if !shared.ok {
-			c.excluded = append(c.excluded, staticExcluded(int(c.first)+i, ReasonCurrency))
+			c.excluded = append(c.excluded, staticExcluded(int(i), ReasonCurrency))
 			continue
 		}
 		preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
+		var kept *gpuwarden.Offer // the offer its ranked candidates share
 		for _, b := range billingModesInOrder {
 			if listPrice(o, b) <= 0 {
 				continue
 			}
 			cand := r.candidate(o, b, shared)
-			p := priced{total: cand.Total, offer: c.first + int32(i), billing: b, preferred: preferred}
+			p := priced{total: cand.Total, offer: i, billing: b, preferred: preferred}
 			if r.forbids(p) == "" {
+				if kept == nil {
+					kept = c.keepOffer(o)
+				}
+				cand.Offer = kept
 				// row is its place in the chunk's window; priceAll adds
 				// the window's place once the windows are closed up.
 				cand.Preferred, cand.row = preferred, int32(len(c.rows))
@@ -452,6 +512,16 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 			c.rows = append(c.rows, p)
 		}
 	}
+}
+
+// keepOffer stores a ranked candidate's offer, which the catalog's table
+// does not hold as an Offer, in a block of up to 4,096.
+func (c *chunk) keepOffer(o *gpuwarden.Offer) *gpuwarden.Offer {
+	if len(c.offers) == cap(c.offers) {
+		c.offers = make([]gpuwarden.Offer, 0, min(4096, cap(c.rows)-len(c.rows)))
+	}
+	c.offers = append(c.offers, *o)
+	return &c.offers[len(c.offers)-1]
 }
 
 // keep stores a ranked candidate in a block of up to 4,096, so that
@@ -518,7 +588,8 @@ func (r *Report) candidate(o *gpuwarden.Offer, b Billing, shared sharedLines) Ca
 // that look past the ranking.
 func (r *Report) candidateAt(j int32) Candidate {
 	p := r.rows[j]
-	o := &r.cat.Offers[p.offer]
+	offer := r.cat.Offers.At(int(p.offer))
+	o := &offer
 	shared := r.sharedFor(o)
 	c := r.candidate(o, p.billing, shared)
 	c.Preferred, c.row = p.preferred, j

@@ -84,7 +84,7 @@ func (r *Report) Current() *Candidate {
 		return r.Best
 	}
 	for j, p := range r.rows { // the box may be over the budget: look past the ranking
-		o := &r.cat.Offers[p.offer]
+		o := r.cat.Offers.At(int(p.offer))
 		if o.Instance != b.Instance || !strings.EqualFold(o.Provider, b.Provider) ||
 			(b.Region != "" && !strings.EqualFold(o.Region, b.Region)) || p.billing.String() != billingOf(b) {
 			continue

@@ -22,14 +22,14 @@ var noticeFacts = map[string]string{
 // already knows about it filled in.
 func Questions(cat *gpuwarden.Catalog, provider string) (string, error) {
 	var offers []gpuwarden.Offer
-	for _, o := range cat.Offers {
+	for _, o := range cat.Offers.All() {
 		if strings.EqualFold(o.Provider, provider) {
 			offers = append(offers, o)
 		}
 	}
 	if len(offers) == 0 {
 		var known []string
-		for _, o := range cat.Offers {
+		for _, o := range cat.Offers.All() {
 			if !slices.Contains(known, o.Provider) {
 				known = append(known, o.Provider)
 			}

@@ -59,7 +59,7 @@ cheaper of on-demand and spot, in the offer's own currency.
 			}
 			priceAges(a.stderr, a.now(), cat.Sources)
 			warnAll(a.stderr, cat.Warnings)
-			offers := filterOffers(cat.Offers, f)
+			offers := filterOffers(&cat.Offers, f)
 			switch output {
 			case "json":
 				return writeJSON(a.stdout, "offers", map[string]any{"offers": offers, "warnings": nonNil(cat.Warnings), "price_sources": nonNilSources(cat.Sources)})
@@ -109,13 +109,13 @@ func flagError(flag string, err error) error {
 
 // filterOffers applies the filter (one country at a time) and sorts by the
 // cheapest hourly price.
-func filterOffers(all []gpuwarden.Offer, f catalog.Filter) []gpuwarden.Offer {
+func filterOffers(all *gpuwarden.Offers, f catalog.Filter) []gpuwarden.Offer {
 	countries := []string{""}
 	if f.Country != "" {
 		countries = strings.Split(strings.ToUpper(f.Country), ",")
 	}
 	out := []gpuwarden.Offer{}
-	for _, o := range all {
+	for _, o := range all.All() {
 		for _, c := range countries {
 			f.Country = strings.TrimSpace(c)
 			if f.Match(o) {

@@ -68,7 +68,9 @@ Every total is the sum of its printed lines, in the budget's currency.
 			}
 			p := pf.Plan
 			defer pricingGC()()
+			loaded := loadingGC()
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
+			loaded()
 			if err != nil {
 				return err
 			}
@@ -168,25 +170,28 @@ type exclusionSummary struct {
 	first map[plan.Reason]plan.Exclusion
 }
 
-// summariseExclusions walks the report's exclusions once, keeping the
-// counts, the first of each reason and the first few in report order.
+// summariseExclusions counts the report's exclusions and takes the first
+// of each reason and the first few in report order, without walking them
+// all.
 func summariseExclusions(r *plan.Report) exclusionSummary {
-	s := exclusionSummary{ByReason: map[plan.Reason]int{}, Sample: []plan.Exclusion{}, first: map[plan.Reason]plan.Exclusion{}}
-	var head []plan.Exclusion
-	for e := range r.Exclusions() {
-		if s.ByReason[e.Reason] == 0 {
-			s.first[e.Reason] = e
-		}
-		s.ByReason[e.Reason]++
-		if len(head) < exclusionSample {
-			head = append(head, e)
-		}
-		s.Total++
+	s := exclusionSummary{ByReason: r.ExclusionCounts(), Sample: []plan.Exclusion{}, first: map[plan.Reason]plan.Exclusion{}}
+	for _, n := range s.ByReason {
+		s.Total += n
 	}
 	for _, reason := range exclusionOrder {
-		if e, ok := s.first[reason]; ok && len(s.Sample) < exclusionSample {
-			s.Sample = append(s.Sample, e)
+		if e, ok := r.FirstExclusion(reason); ok {
+			s.first[reason] = e
+			if len(s.Sample) < exclusionSample {
+				s.Sample = append(s.Sample, e)
+			}
 		}
+	}
+	var head []plan.Exclusion
+	for e := range r.Exclusions() {
+		if len(head) == exclusionSample {
+			break
+		}
+		head = append(head, e)
 	}
 	for _, e := range head {
 		if len(s.Sample) == exclusionSample {
