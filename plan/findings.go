@@ -10,22 +10,10 @@ import (
 	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
-// split orders the priced rows and ranks the candidates of those the plan
-// does not forbid (spot without tolerance, over budget), which priceAll
-// made in catalog order.
-func (r *Report) split(candidates []*Candidate) {
+// split orders the priced rows, ranks those the plan does not forbid
+// (spot without tolerance, over budget) and makes plan A and plan B.
+func (r *Report) split() {
 	r.order = sortOrder(r.rows)
-	// at[j] is the place of row j's candidate (the ranked rows before it),
-	// or -1 when the plan forbids the row.
-	at := make([]int32, len(r.rows))
-	next := int32(0)
-	for j, p := range r.rows {
-		at[j] = -1
-		if r.forbids(p) == "" {
-			at[j] = next
-			next++
-		}
-	}
 	// The order is walked in parts on every core. Counting the ranked rows
 	// in each part first gives each its own run of the ranking.
 	parts := partsFor(len(r.order))
@@ -34,7 +22,7 @@ func (r *Report) split(candidates []*Candidate) {
 		lo, hi := span(len(r.order), parts, part)
 		ranked := 0 // counted here, not in rankedBefore, which the parts share a cache line of
 		for _, j := range r.order[lo:hi] {
-			if at[j] >= 0 {
+			if r.forbids(r.rows[j]) == "" {
 				ranked++
 			}
 		}
@@ -43,27 +31,26 @@ func (r *Report) split(candidates []*Candidate) {
 	for part := range parts {
 		rankedBefore[part+1] += rankedBefore[part]
 	}
-	r.Ranked = make([]*Candidate, len(candidates))
+	r.ranked = make([]int32, rankedBefore[parts])
 	parallel.Do(parts, func(part int) {
 		lo, hi := span(len(r.order), parts, part)
 		ranked := rankedBefore[part]
 		for _, j := range r.order[lo:hi] {
-			if k := at[j]; k >= 0 {
-				c := candidates[k]
-				r.Ranked[ranked] = c
+			if r.forbids(r.rows[j]) == "" {
+				r.ranked[ranked] = j
 				ranked++
-				c.Rank = int32(ranked)
 			}
 		}
 	})
-	if len(r.Ranked) == 0 {
+	r.planB = -1
+	if len(r.ranked) == 0 {
 		return
 	}
-	r.Ranked[0].Role = PlanA
-	r.Best = r.Ranked[0]
-	if i := planB(r.Ranked); i > 0 {
-		r.Ranked[i].Role = PlanB
-		r.PlanB = r.Ranked[i]
+	r.planB = r.planBIndex()
+	best := r.RankedAt(0)
+	r.Best = best
+	if r.planB > 0 {
+		r.PlanB = r.RankedAt(r.planB)
 	}
 }
 
@@ -181,17 +168,19 @@ func compareRows(rows []priced, a, b int32) int {
 	return cmp.Compare(a, b)
 }
 
-// planB is the cheapest row that survives the best one's failure: another
-// provider first (quota and outages are per provider), else another region.
-func planB(ranked []*Candidate) int {
-	best := ranked[0].Offer
-	for i := 1; i < len(ranked); i++ {
-		if ranked[i].Offer.Provider != best.Provider {
+// planBIndex is the place of the cheapest ranked row that survives the
+// best one's failure: another provider first (quota and outages are per
+// provider), else another region; -1 when none does.
+func (r *Report) planBIndex() int {
+	offer := func(i int) gpuwarden.Offer { return r.cat.Offers.At(int(r.rows[r.ranked[i]].offer)) }
+	best := offer(0)
+	for i := 1; i < len(r.ranked); i++ {
+		if offer(i).Provider != best.Provider {
 			return i
 		}
 	}
-	for i := 1; i < len(ranked); i++ {
-		if ranked[i].Offer.Region != best.Region {
+	for i := 1; i < len(r.ranked); i++ {
+		if offer(i).Region != best.Region {
 			return i
 		}
 	}

@@ -115,10 +115,10 @@ func TestNotebookLeftOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Ranked) != 1 {
-		t.Fatalf("ranked %d, want 1", len(r.Ranked))
+	if r.RankedCount() != 1 {
+		t.Fatalf("ranked %d, want 1", r.RankedCount())
 	}
-	c := r.Ranked[0]
+	c := r.RankedAt(0)
 	if got, want := c.Total.Decimal(), "2520.00"; got != want {
 		t.Errorf("total = %s, want %s", got, want)
 	}
@@ -194,7 +194,7 @@ func TestRankFinetune(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, c := range r.Ranked {
+	for _, c := range r.Ranked() {
 		got = append(got, fmt.Sprintf("%s %s %s %s %s", c.Role, c.Offer.Provider, c.Offer.Region, c.Billing, c.Total.Decimal()))
 	}
 	// aws us-east-1 spot L4 at $0.349/h: work 120 h = 41.88, idle 15 × 30 min = 7.5 h = 2.62
@@ -219,7 +219,7 @@ func TestRankFinetune(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("ranking:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	best := r.Ranked[0]
+	best := r.RankedAt(0)
 	if best.Hours.Rework != 1.11 {
 		t.Errorf("rework hours = %v, want 1.11", best.Hours.Rework)
 	}
@@ -270,8 +270,8 @@ func TestRankRules(t *testing.T) {
 			if r.Best != nil {
 				best = r.Best.Offer.Provider + " " + r.Best.Offer.Region + " " + r.Best.Billing.String()
 			}
-			if best != tt.best || len(r.Ranked) != tt.count {
-				t.Errorf("best %q of %d, want %q of %d", best, len(r.Ranked), tt.best, tt.count)
+			if best != tt.best || r.RankedCount() != tt.count {
+				t.Errorf("best %q of %d, want %q of %d", best, r.RankedCount(), tt.best, tt.count)
 			}
 		})
 	}
@@ -286,8 +286,8 @@ func TestRankNothingFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.ExcludedCount(), testCatalog(t).Offers.Len(); len(r.Ranked) != 0 || got != want || !hasFinding(r, "nothing-fits") {
-		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", len(r.Ranked), got, r.Findings, want)
+	if got, want := r.ExcludedCount(), testCatalog(t).Offers.Len(); r.RankedCount() != 0 || got != want || !hasFinding(r, "nothing-fits") {
+		t.Errorf("%d ranked, %d excluded, findings %+v; want 0, %d and nothing-fits", r.RankedCount(), got, r.Findings, want)
 	}
 }
 
@@ -300,7 +300,7 @@ func TestMonthlyBreakEven(t *testing.T) {
 		t.Fatal(err)
 	}
 	monthly := 0
-	for _, c := range r.Ranked {
+	for _, c := range r.Ranked() {
 		if c.Billing == Monthly {
 			monthly++
 			if c.BreakEvenHours != 730 {
@@ -360,7 +360,7 @@ func TestPlanANotOnAnOmission(t *testing.T) {
 	if got := r.Best.Offer.Provider; got != "aws" {
 		t.Errorf("plan A is %s at %s, want aws (fully priced, cheaper once storage is counted)", got, r.Best.Total.Decimal())
 	}
-	for _, c := range r.Ranked {
+	for _, c := range r.Ranked() {
 		if c.Offer.Provider != "hyperbolic" {
 			continue
 		}
@@ -412,7 +412,7 @@ func TestTotalsAddUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range r.Ranked {
+		for _, c := range r.Ranked() {
 			if c.Total != sum(c.Lines()) {
 				t.Fatalf("total %s != sum of lines %s", c.Total.Decimal(), sum(c.Lines()).Decimal())
 			}
@@ -604,7 +604,7 @@ func TestRankParallelMatchesSerial(t *testing.T) {
 				name      string
 				got, want any
 			}{
-				{"ranked", got.Ranked, want.Ranked},
+				{"ranked", rankedOf(got), rankedOf(want)},
 				{"excluded", slices.Collect(got.Exclusions()), slices.Collect(want.Exclusions())},
 				{"findings", got.Findings, want.Findings},
 				{"report", got, want},
@@ -634,7 +634,7 @@ func TestRankParallelMatchesSerial(t *testing.T) {
 			for _, part := range parts {
 				if !reflect.DeepEqual(part.got, part.want) {
 					t.Fatalf("%s differ: %d ranked, %d excluded in chunks; %d, %d on one goroutine",
-						part.name, len(got.Ranked), got.ExcludedCount(), len(want.Ranked), want.ExcludedCount())
+						part.name, got.RankedCount(), got.ExcludedCount(), want.RankedCount(), want.ExcludedCount())
 				}
 			}
 		})
@@ -649,4 +649,12 @@ func rankWith(t *testing.T, procs int, p *gpuwarden.Plan, cat *gpuwarden.Catalog
 		t.Fatal(err)
 	}
 	return r
+}
+
+func rankedOf(r *Report) []*Candidate {
+	var out []*Candidate
+	for _, c := range r.Ranked() {
+		out = append(out, c)
+	}
+	return out
 }

@@ -119,7 +119,6 @@ type Report struct {
 	BudgetLimit             gpuwarden.Cents   `json:"budget_limit"`
 	Sizing                  Sizing            `json:"sizing"`
 	SmallestCard            *Card             `json:"smallest_card,omitempty"`
-	Ranked                  []*Candidate      `json:"ranked"`
 	Findings                []Finding         `json:"findings"`
 	Warnings                []string          `json:"warnings"`
 	IdleSaving              *IdleSaving       `json:"idle_saving,omitempty"`
@@ -134,6 +133,8 @@ type Report struct {
 	rules                   rules             // for the words of exclusions
 	cat                     *gpuwarden.Catalog
 	cents                   centArena // spot savings of the candidates made after the ranking
+	ranked                  []int32   // indices of the rows the plan ranks, cheapest first
+	planB                   int       // plan B's place in ranked; -1 when there is none
 	shared                  map[sharedKey]sharedLines
 	estimates               map[estimateKey]estimated
 	priced                  []string                   // providers with egress or storage prices
@@ -179,21 +180,59 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 	r := &Report{
 		Name: p.Name, Currency: p.Budget.Currency, HoursPerMonth: p.HoursPerMonth, WorkHours: p.WorkHours,
 		AutoShutdownIdleMinutes: p.OnHours.AutoShutdownIdleMinutes, BudgetLimit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
-		Sizing: sz, Ranked: []*Candidate{}, Findings: []Finding{}, Warnings: []string{},
+		Sizing: sz, Findings: []Finding{}, Warnings: []string{},
 		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), cat: cat,
 	}
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
 		r.SmallestCard = &c
 	}
 	r.rules = newRules(p)
-	r.split(r.priceAll(&cat.Offers))
+	r.priceAll(&cat.Offers)
+	r.split()
 	r.findings()
 	return r, nil
 }
 
 // ExcludedCount is how many offers, or billing modes of them, the plan
 // leaves out.
-func (r *Report) ExcludedCount() int { return len(r.static) + len(r.rows) - len(r.Ranked) }
+func (r *Report) ExcludedCount() int { return len(r.static) + len(r.rows) - len(r.ranked) }
+
+// RankedCount is how many billing modes the plan ranks.
+func (r *Report) RankedCount() int { return len(r.ranked) }
+
+// RankedAt is the candidate ranked i-th, cheapest first from 0. A budget
+// over a million offers can rank half a million modes, so the report keeps
+// only their rows and makes a candidate when asked; plan A and plan B are
+// made once and are always the same pointers.
+func (r *Report) RankedAt(i int) *Candidate {
+	switch {
+	case i == 0 && r.Best != nil:
+		return r.Best
+	case i == r.planB && r.PlanB != nil:
+		return r.PlanB
+	}
+	c := r.candidateAt(r.ranked[i])
+	c.Rank = int32(i + 1)
+	switch i {
+	case 0:
+		c.Role = PlanA
+	case r.planB:
+		c.Role = PlanB
+	}
+	return &c
+}
+
+// Ranked walks the ranked candidates, cheapest first, made as they are
+// walked (see RankedAt).
+func (r *Report) Ranked() iter.Seq2[int, *Candidate] {
+	return func(yield func(int, *Candidate) bool) {
+		for i := range r.ranked {
+			if !yield(i, r.RankedAt(i)) {
+				return
+			}
+		}
+	}
+}
 
 // Exclusions walks what the plan leaves out, in report order: the offers
 // the rules leave out before pricing, in catalog order, then the billing
@@ -416,20 +455,13 @@ type chunk struct {
 	first, end int32    // the catalog's offers first to end (not included)
 	rows       []priced // a window of Report.rows with room for every billing mode
 	excluded   []staticExclusion
-	candidates []*Candidate      // of the ranked rows, in catalog order
-	kept       []Candidate       // the block the next candidate goes to
-	offers     []gpuwarden.Offer // the block the next ranked offer goes to
-	offer      gpuwarden.Offer   // the offer being priced
-	cents      centArena
+	offer      gpuwarden.Offer           // the offer being priced
 	shared     map[sharedKey]sharedLines // this chunk's copy of Report.shared
 }
 
-// priceAll prices every offer into r.rows, the static exclusions into
-// r.Excluded, and returns the candidates of the rows the plan ranks, in
-// catalog order. They are made while the offer is still in the cache: made
-// after the sort, each read its offer from a random place, and
-// BenchmarkRank100k took three times as long.
-func (r *Report) priceAll(offers *gpuwarden.Offers) []*Candidate {
+// priceAll prices every offer's billing modes into r.rows and the static
+// exclusions into r.static, on every core.
+func (r *Report) priceAll(offers *gpuwarden.Offers) {
 	chunks := make([]chunk, partsFor(offers.Len()))
 	modes := make([]int, len(chunks))
 	parallel.Do(len(chunks), func(i int) {
@@ -452,32 +484,23 @@ func (r *Report) priceAll(offers *gpuwarden.Offers) []*Candidate {
 	}
 	var sharedMu sync.Mutex
 	parallel.Do(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
-	var rows, excluded, ranked int
+	var rows, excluded int
 	for i := range chunks {
-		c := &chunks[i]
-		excluded += len(c.excluded)
-		ranked += len(c.candidates)
+		excluded += len(chunks[i].excluded)
 	}
 	r.static = make([]staticExclusion, 0, excluded)
-	candidates := make([]*Candidate, 0, ranked)
 	for i := range chunks {
-		c := &chunks[i]
-		for _, cand := range c.candidates {
-			cand.row += int32(rows)
-		}
-		rows += copy(r.rows[rows:], c.rows)
-		r.static = append(r.static, c.excluded...)
-		candidates = append(candidates, c.candidates...)
+		rows += copy(r.rows[rows:], chunks[i].rows)
+		r.static = append(r.static, chunks[i].excluded...)
 	}
 	r.rows = r.rows[:rows]
-	return candidates
 }
 
 // price prices the chunk's offers: the rules first, then each billing mode
-// into a row, and a candidate for each row the plan ranks.
+// into a row with its month's total.
 func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 	// The offer being priced is made in the chunk, not on the heap per
-	// offer: a candidate points at it until it is kept (keepOffer).
+	// offer.
 	o := &c.offer
 	for i := c.first; i < c.end; i++ {
 		*o = r.cat.Offers.At(int(i))
@@ -491,47 +514,13 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 			continue
 		}
 		preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
-		var kept *gpuwarden.Offer // the offer its ranked candidates share
 		for _, b := range billingModesInOrder {
-			if listPrice(o, b) <= 0 {
-				continue
+			if listPrice(o, b) > 0 {
+				cand := r.candidate(o, b, shared)
+				c.rows = append(c.rows, priced{total: cand.Total, offer: i, billing: b, preferred: preferred})
 			}
-			cand := r.candidate(o, b, shared)
-			p := priced{total: cand.Total, offer: i, billing: b, preferred: preferred}
-			if r.forbids(p) == "" {
-				if kept == nil {
-					kept = c.keepOffer(o)
-				}
-				cand.Offer = kept
-				// row is its place in the chunk's window; priceAll adds
-				// the window's place once the windows are closed up.
-				cand.Preferred, cand.row = preferred, int32(len(c.rows))
-				r.finish(&cand, shared, &c.cents)
-				c.candidates = append(c.candidates, c.keep(cand))
-			}
-			c.rows = append(c.rows, p)
 		}
 	}
-}
-
-// keepOffer stores a ranked candidate's offer, which the catalog's table
-// does not hold as an Offer, in a block of up to 4,096.
-func (c *chunk) keepOffer(o *gpuwarden.Offer) *gpuwarden.Offer {
-	if len(c.offers) == cap(c.offers) {
-		c.offers = make([]gpuwarden.Offer, 0, min(4096, cap(c.rows)-len(c.rows)))
-	}
-	c.offers = append(c.offers, *o)
-	return &c.offers[len(c.offers)-1]
-}
-
-// keep stores a ranked candidate in a block of up to 4,096, so that
-// pointers stay put and nothing is copied as the ranking grows.
-func (c *chunk) keep(cand Candidate) *Candidate {
-	if len(c.kept) == cap(c.kept) {
-		c.kept = make([]Candidate, 0, min(4096, cap(c.rows)-len(c.rows)))
-	}
-	c.kept = append(c.kept, cand)
-	return &c.kept[len(c.kept)-1]
 }
 
 // sharedFor is Report.sharedFor for one goroutine: the report's maps are

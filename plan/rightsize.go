@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -89,10 +90,8 @@ func (r *Report) Current() *Candidate {
 			(b.Region != "" && !strings.EqualFold(o.Region, b.Region)) || p.billing.String() != billingOf(b) {
 			continue
 		}
-		for _, c := range r.Ranked {
-			if c.row == int32(j) {
-				return c
-			}
+		if k := slices.Index(r.ranked, int32(j)); k >= 0 {
+			return r.RankedAt(k)
 		}
 		c := r.candidateAt(int32(j))
 		return &c
@@ -124,8 +123,9 @@ func rightSizing(r *Report, o *gpuwarden.Offer, cur *Candidate) *RightSizing {
 	if p, ok := MIGFor(o.GPU, need); ok {
 		rs.MIG = &p
 	}
-	for _, c := range r.Ranked { // cheapest first
-		if c.Offer.VRAMGBPerGPU < o.VRAMGBPerGPU && c.Offer.VRAMGBPerGPU*c.Offer.GPUCount >= need {
+	for i, j := range r.ranked { // cheapest first; a candidate is made only for the one found
+		if c := r.cat.Offers.At(int(r.rows[j].offer)); c.VRAMGBPerGPU < o.VRAMGBPerGPU && c.VRAMGBPerGPU*c.GPUCount >= need {
+			c := r.RankedAt(i)
 			if cur == nil || c.Total < cur.Total {
 				rs.Smaller = c
 				if cur != nil {

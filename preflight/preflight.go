@@ -160,7 +160,7 @@ func planBTarget(f Facts) (gpuwarden.Target, bool) {
 	taken := func(o *gpuwarden.Offer) bool {
 		return slices.Contains(places, [2]string{o.Provider, o.Region})
 	}
-	for _, c := range f.Report.Ranked {
+	for _, c := range f.Report.Ranked() {
 		if taken(c.Offer) {
 			continue
 		}

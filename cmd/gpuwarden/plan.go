@@ -93,13 +93,13 @@ Every total is the sum of its printed lines, in the budget's currency.
 			}
 			switch output {
 			case "json":
-				err = writeJSON(a.stdout, planJSONKind, planJSON{planView: v, Ranked: v.shown(limit), RankedTotal: len(r.Ranked)})
+				err = writeJSON(a.stdout, planJSONKind, planJSON{planView: v, Ranked: v.shown(limit), RankedTotal: r.RankedCount()})
 			case "csv":
 				err = v.csv(a.stdout)
 			case "md":
 				err = v.markdown(a.stdout, limit)
 			case "targets":
-				if len(r.Ranked) > 0 {
+				if r.RankedCount() > 0 {
 					err = writeTargets(a.stdout, r, path, min(limit, 3))
 				}
 			default:
@@ -108,7 +108,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			if err != nil {
 				return fmt.Errorf("write plan: %w", err)
 			}
-			if len(r.Ranked) == 0 {
+			if r.RankedCount() == 0 {
 				return gpuwarden.Errorf(gpuwarden.EFinding, "nothing fits")
 			}
 			return nil
@@ -246,14 +246,19 @@ func roleMark(role plan.Role) string {
 	return ""
 }
 
+// shown are the ranked candidates a report prints: the first limit (all
+// for 0), and plan B even when it ranks below the cut.
 func (v planView) shown(limit int) []*plan.Candidate {
-	rows := v.Ranked
-	if limit > 0 && len(rows) > limit {
-		rows = rows[:limit]
-		// Plan B stays visible even when it ranks below the cut.
-		if v.PlanB != nil && int(v.PlanB.Rank) > limit {
-			rows = append(rows[:limit:limit], v.PlanB)
-		}
+	n := v.RankedCount()
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	rows := make([]*plan.Candidate, 0, n+1)
+	for i := range n {
+		rows = append(rows, v.RankedAt(i))
+	}
+	if v.PlanB != nil && int(v.PlanB.Rank) > n {
+		rows = append(rows, v.PlanB)
 	}
 	return rows
 }
@@ -264,7 +269,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 	if explain {
 		v.explain(&b)
 	}
-	if len(v.Ranked) > 0 {
+	if v.RankedCount() > 0 {
 		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
 		anyUnpriced, anyEstimated := false, false
 		for _, c := range v.shown(limit) {
@@ -295,7 +300,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if n := len(v.Ranked) - len(v.shown(limit)); n > 0 {
+		if n := v.RankedCount() - len(v.shown(limit)); n > 0 {
 			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
 		}
 		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
@@ -488,7 +493,7 @@ func (v planView) csv(w io.Writer) error {
 	if err := cw.Write(planCSVHeader); err != nil {
 		return err
 	}
-	for _, c := range v.Ranked {
+	for _, c := range v.Ranked() {
 		var amounts [5]gpuwarden.Cents // compute, idle, rework, egress, storage
 		for _, l := range c.Lines() {
 			switch l.Item {
@@ -536,7 +541,7 @@ func (v planView) markdown(w io.Writer, limit int) error {
 	if v.BudgetLimit > 0 {
 		fmt.Fprintf(&b, "- Budget: %s\n", v.money(v.BudgetLimit))
 	}
-	if len(v.Ranked) > 0 {
+	if v.RankedCount() > 0 {
 		fmt.Fprintln(&b, "\n| # | Role | Offer | GPUs | Billing | Compute | Idle + rework | Data | Total |")
 		fmt.Fprintln(&b, "|--:|---|---|---|---|--:|--:|--:|--:|")
 		for _, c := range v.shown(limit) {

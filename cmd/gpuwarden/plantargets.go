@@ -21,7 +21,7 @@ func writeTargets(w io.Writer, r *plan.Report, file string, n int) error {
 	}
 	var targets []gpuwarden.Target
 	seen := map[string]bool{}
-	for _, c := range r.Ranked {
+	for _, c := range r.Ranked() {
 		o := c.Offer
 		key := o.Provider + "/" + o.Region + "/" + o.Instance
 		if seen[key] {
