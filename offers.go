@@ -168,23 +168,35 @@ func (b *OffersBuilder) groupIndex(g offerGroup) uint32 {
 }
 
 // AppendOffers adds all of t's offers at the end, in order.
-func (b *OffersBuilder) AppendOffers(t *Offers) {
-	if t.Len() == 0 {
+func (b *OffersBuilder) AppendOffers(t *Offers) { appendRows(b, t.rows, t.groups, t.names) }
+
+// AppendBuilder adds all of o's offers at the end, in order; o is left
+// as it was.
+func (b *OffersBuilder) AppendBuilder(o *OffersBuilder) { appendRows(b, o.rows, o.groups, o.names) }
+
+func appendRows[S string | []byte](b *OffersBuilder, rows []offerRow, groups []offerGroup, names S) {
+	if len(rows) == 0 {
 		return
 	}
-	remap := make([]uint32, len(t.groups))
-	for i, g := range t.groups {
+	remap := make([]uint32, len(groups))
+	for i, g := range groups {
 		remap[i] = b.groupIndex(g)
 	}
-	b.checkNames(len(t.names))
-	b.Grow(t.Len())
+	b.checkNames(len(names))
+	b.Grow(len(rows))
 	shift := uint32(len(b.names))
-	for _, r := range t.rows {
+	for _, r := range rows {
 		r.group = remap[r.group]
 		r.name += shift
 		b.rows = append(b.rows, r)
 	}
-	b.names = append(b.names, t.names...)
+	b.names = append(b.names, names...)
+}
+
+// Reset empties the builder and keeps its memory for the next offers.
+func (b *OffersBuilder) Reset() {
+	b.rows, b.groups, b.names = b.rows[:0], b.groups[:0], b.names[:0]
+	clear(b.groupOf)
 }
 
 // Truncate drops the offers from n on.

@@ -110,19 +110,28 @@ func (c parseCache) key(name, provider string, content [sha256.Size]byte) (strin
 
 // readFile reads a user's price file through the cache, its offers added
 // to dst: the file is hashed first, and parsed only when no entry has its
-// content.
+// content; a big one of our own format in chunks (streamOwnFile), any
+// other whole.
 func (c parseCache) readFile(name string, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	if content, size, ok := c.hashFile(name); ok {
 		if warns, ok := c.lookup(name, "", content, size, dst); ok {
 			return warns, nil
 		}
 	}
+	first := dst.Len()
+	warns, content, size, err := streamOwnFile(name, dst)
+	if err == nil {
+		c.store(name, "", content, size, dst, first, warns)
+		return warns, nil
+	}
+	if !errors.Is(err, errNotStreamed) {
+		return nil, err
+	}
 	data, err := readPriceFile(name)
 	if err != nil {
 		return nil, err
 	}
-	first := dst.Len()
-	warns, err := parseOffers(name, "", data, dst)
+	warns, err = parseOffers(name, "", data, dst)
 	if err != nil {
 		return nil, err // a bad file is not cached: it is read, and reported, anew
 	}

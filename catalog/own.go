@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
-	"github.com/gpuwarden/gpuwarden/internal/parallel"
 )
 
 // readOwn reads gpuwarden's own prices.csv layout, the format of the embedded
@@ -58,57 +57,16 @@ func readOwn(t *table, dst *gpuwarden.OffersBuilder) ([]string, error) {
 }
 
 // readOwnParallel reads the pieces of an own-format file at once and
-// joins them as if read in one go: the same offers in file order, the
-// first error in file order, warnings that count every piece. The first
-// piece is read into dst, which makes room for all of them, and the others
-// into tables of their own, added after it.
+// joins them as if read in one go (readOwnPieces).
 func readOwnParallel(t *table, chunks []rowChunk, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	lines := 0
 	for _, c := range chunks {
 		lines += c.lines
 	}
 	dst.Grow(lines)
-	type result struct {
-		offers gpuwarden.OffersBuilder
-		r      *ownReader
-		err    error
-	}
-	results := make([]result, len(chunks))
-	parallel.Do(len(chunks), func(i int) {
-		pt := *t // the header is shared, read only
-		pt.r = &csvRows{data: chunks[i].data, numLine: chunks[i].lineBefore}
-		res := &results[i]
-		res.r = newOwnReader(&pt)
-		into := dst
-		if i > 0 {
-			into = &res.offers
-			into.Grow(chunks[i].lines)
-		}
-		var o gpuwarden.Offer
-		for {
-			ok, err := pt.next()
-			if err == nil && ok {
-				o = gpuwarden.Offer{}
-				err = res.r.row(&pt, &o)
-			}
-			if err != nil || !ok {
-				res.err = err
-				return
-			}
-			into.Append(&o)
-		}
-	})
 	joined := &ownReader{}
-	for i := range results {
-		res := &results[i]
-		if res.err != nil {
-			return nil, res.err
-		}
-		piece := res.offers.Offers()
-		dst.AppendOffers(&piece)
-		joined.undated.join(res.r.undated)
-		joined.noCountry.join(res.r.noCountry)
-		joined.noVRAM.join(res.r.noVRAM)
+	if err := readOwnPieces(t, chunks, dst, make([]gpuwarden.OffersBuilder, len(chunks)), joined); err != nil {
+		return nil, err
 	}
 	return joined.warnings(), nil
 }

@@ -234,21 +234,7 @@ func splitRows(t *table) []rowChunk {
 	if n < 2 || len(rest) < minSplit || strings.IndexByte(rest, '"') >= 0 {
 		return nil
 	}
-	chunks := make([]rowChunk, 0, n)
-	line := t.r.numLine
-	for i := 0; i < n && rest != ""; i++ {
-		cut := len(rest)
-		if size := len(rest) / (n - i); i < n-1 {
-			if j := strings.IndexByte(rest[size:], '\n'); j >= 0 {
-				cut = size + j + 1
-			}
-		}
-		breaks := strings.Count(rest[:cut], "\n")
-		chunks = append(chunks, rowChunk{data: rest[:cut], lineBefore: line, lines: breaks + 1})
-		line += breaks
-		rest = rest[cut:]
-	}
-	return chunks
+	return splitAt(rest, t.r.numLine, n)
 }
 
 // detectFormat names the layout from columns only one of the three has.
