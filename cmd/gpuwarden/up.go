@@ -20,6 +20,7 @@ import (
 	"github.com/gpuwarden/gpuwarden/agent"
 	"github.com/gpuwarden/gpuwarden/config"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/internal/codepages"
 	"github.com/gpuwarden/gpuwarden/kubelet"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/nvml"
@@ -174,6 +175,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	defer stop()
 	log := a.log.With("component", "agent")
 	f.dataDir = simulatedDataDir(cmd, f.dataDir, f.simulate)
+	codepages.Drop() // what start-up mapped of the binary: see trimMemory
 	go trimMemory(ctx, trimPeriod)
 
 	p, planPath, err := loadPlanIfAny(args)
@@ -414,7 +416,11 @@ const trimPeriod = 30 * time.Second
 // collects first at 4 MB and returns freed pages slowly, so its resident
 // memory crept up for minutes: after 228 s, 1 GPU 27.7 MB without and 26.8
 // MB with, 8 GPUs 30.5 and 28.3 MB, at CPU the tick counts cannot tell
-// apart (17–18 and 25–27 ticks of 10 ms in 228 s).
+// apart (17–18 and 25–27 ticks of 10 ms in 228 s). It also hands back the
+// binary's pages mapped since the last time (codepages.Drop): the kernel
+// maps 64 KB of code around each page run, so the start alone mapped 20
+// MB; with both, 1 GPU peaks at 20.1 MB at 60 and 240 s
+// (docs/benchmarks.md).
 func trimMemory(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -424,6 +430,7 @@ func trimMemory(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 			debug.FreeOSMemory()
+			codepages.Drop()
 		}
 	}
 }
