@@ -81,19 +81,25 @@ func (s *ownStream) read(size int64) ([]string, error) {
 	}
 	rest, line := cur[hdrEnd:], t.r.numLine
 	// The rows of the first chunk tell how many the file has, near enough
-	// to make room once.
+	// to make room once; once read, they tell how long the names are.
+	estimate := 0
 	if rows := strings.Count(rest, "\n"); rows > 0 {
-		s.dst.Grow(int(float64(size) / float64(len(rest)) * float64(rows) * 1.02))
+		estimate = int(float64(size) / float64(len(rest)) * float64(rows) * 1.02)
+		s.dst.Grow(estimate)
 	}
 	procs := runtime.GOMAXPROCS(0)
 	pieces := make([]gpuwarden.OffersBuilder, procs)
 	joined := &ownReader{}
-	for {
+	first := s.dst.Len()
+	for chunk := 0; ; chunk++ {
 		if strings.IndexByte(rest, '"') >= 0 {
 			return nil, errNotStreamed
 		}
 		if err := readOwnPieces(t, splitAt(rest, line, procs), s.dst, pieces, joined); err != nil {
 			return nil, err
+		}
+		if chunk == 0 {
+			s.dst.Grow(estimate - (s.dst.Len() - first)) // the rows have room: this grows the names
 		}
 		line += strings.Count(rest, "\n")
 		if s.eof && s.filled == len(cur) {

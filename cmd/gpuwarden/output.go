@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"text/tabwriter"
@@ -263,6 +262,6 @@ func loadingGC() (undo func()) {
 	debug.SetGCPercent(-1)
 	return func() {
 		debug.SetGCPercent(400)
-		runtime.GC()
+		debug.FreeOSMemory()
 	}
 }

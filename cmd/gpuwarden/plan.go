@@ -13,6 +13,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/config"
+	"github.com/gpuwarden/gpuwarden/internal/codepages"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/spf13/cobra"
 )
@@ -67,10 +68,12 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			p := pf.Plan
+			codepages.Drop()
 			defer pricingGC()()
 			loaded := loadingGC()
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
 			loaded()
+			codepages.Drop() // the reading code is done with
 			if err != nil {
 				return err
 			}
