@@ -248,13 +248,16 @@ func pricingGC() (undo func()) {
 }
 
 // loadingGC stops the collector while a catalog is read, unless GOGC is
-// set, and returns what collects once and starts it again at GOGC 400.
-// Reading a million offers from the cache first fills 72 MB of rows, whose
-// size alone starts a collection at once; its attempts to stop the reader
-// mid page fault were a quarter of a cached `plan` (perf). The one
-// collection after frees what a first read leaves (the file, the pieces
-// read in parallel) before the ranking allocates: the offers' rows hold no
-// pointers, so it takes a few milliseconds.
+// set, and returns what collects once, hands the freed memory back and
+// starts the collector again at GOGC 400. Reading a million offers from
+// the cache first fills 72 MB of rows, whose size alone starts a
+// collection at once; its attempts to stop the reader mid page fault were
+// a quarter of a cached `plan` (perf). The one collection after frees what
+// the read leaves (the chunks, the pieces read in parallel, the names'
+// first copy) and hands it back, so that the ranking's allocations do not
+// add to it: 1M offers peaked at 151.7 MB with a collection alone, 142.5 MB
+// with the hand-back. The offers' rows hold no pointers: it takes a few
+// milliseconds.
 func loadingGC() (undo func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
