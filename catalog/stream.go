@@ -39,7 +39,10 @@ func streamOwnFile(name string, dst *gpuwarden.OffersBuilder) (warns []string, c
 		return nil, content, 0, errNotStreamed
 	}
 	first := dst.Len()
-	s := &ownStream{name: name, r: f, hash: sha256.New(), buf: make([]byte, min(streamChunk, int(fi.Size())+1)), dst: dst}
+	// A chunk is an eighth of the file, at least a megabyte and at most
+	// streamChunk: a 7 MB file read in one chunk held it whole.
+	chunk := min(streamChunk, max(int(fi.Size())/8, min(streamChunk, 1<<20)))
+	s := &ownStream{name: name, r: f, hash: sha256.New(), buf: make([]byte, chunk), dst: dst}
 	warns, err = s.read(fi.Size())
 	if err != nil {
 		dst.Truncate(first)
