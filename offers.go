@@ -44,9 +44,9 @@ type offerRow struct {
 // offerRowSize is the bytes a row takes in the binary layout.
 const offerRowSize = 6*8 + 6*4
 
-// MaxOfferInt is the largest vcpus, zones or line number an offer may
+// maxOfferInt is the largest vcpus, zones or line number an offer may
 // have: readers reject more, since the table keeps them in 32 bits.
-const MaxOfferInt = math.MaxInt32
+const maxOfferInt = math.MaxInt32
 
 // OffersOf is a table of the offers given, in order.
 func OffersOf(offers ...Offer) Offers {
@@ -127,12 +127,12 @@ func (b *OffersBuilder) Offers() Offers {
 }
 
 // Append adds an offer at the end. It panics when a count does not fit
-// (see MaxOfferInt), or the instance names pass 4 GiB in all: readers
+// (see maxOfferInt), or the instance names pass 4 GiB in all: readers
 // check the first, and price files are capped well below the second.
 func (b *OffersBuilder) Append(o *Offer) {
 	if !fitsInt32(o.VCPUs) || !fitsInt32(o.Zones) || !fitsInt32(o.Origin.Line) {
 		panic(fmt.Sprintf("gpuwarden: offer %s %s %s: vcpus %d, zones %d or line %d is past %d",
-			o.Provider, o.Region, o.Instance, o.VCPUs, o.Zones, o.Origin.Line, MaxOfferInt))
+			o.Provider, o.Region, o.Instance, o.VCPUs, o.Zones, o.Origin.Line, maxOfferInt))
 	}
 	b.checkNames(len(o.Instance))
 	g := offerGroup{provider: o.Provider, region: o.Region, country: o.Country, gpu: o.GPU, asOf: o.AsOf,

@@ -160,11 +160,11 @@ func TestOffersLayoutDamage(t *testing.T) {
 func TestOffersAppendRefusesWhatDoesNotFit(t *testing.T) {
 	defer func() {
 		if recover() == nil {
-			t.Error("no panic for vcpus past MaxOfferInt")
+			t.Error("no panic for vcpus past maxOfferInt")
 		}
 	}()
 	var b OffersBuilder
-	b.Append(&Offer{VCPUs: MaxOfferInt + 1})
+	b.Append(&Offer{VCPUs: maxOfferInt + 1})
 }
 
 // FuzzOffersAppendFrom: no layout makes AppendFrom panic, and what it

@@ -414,10 +414,9 @@ func (a *centArena) store(v gpuwarden.Cents) *gpuwarden.Cents {
 }
 
 // priced is one billing mode of an offer and its month's total: all that
-// the ordering and the budget need. A budget over 1,000,000 offers
-// excludes most of their 1.6 million modes, so a Candidate is made only
-// for a mode the plan ranks (or on demand, see candidateAt), and a row is
-// 16 bytes, not 104.
+// the ordering and the budget need. A million offers have 1.6 million
+// modes, so a Candidate is made only when a report asks for one
+// (RankedAt, candidateAt), and a row is 16 bytes, not 104.
 type priced struct {
 	total     gpuwarden.Cents
 	offer     int32 // index in the catalog's offers
@@ -449,8 +448,8 @@ func span(n, parts, i int) (lo, hi int) {
 }
 
 // chunk is one run of the catalog's offers, priced by one goroutine into
-// its own window of the report's rows and its own exclusions and
-// candidates: concatenated in chunk order, they are in catalog order.
+// its own window of the report's rows and its own exclusions:
+// concatenated in chunk order, they are in catalog order.
 type chunk struct {
 	first, end int32    // the catalog's offers first to end (not included)
 	rows       []priced // a window of Report.rows with room for every billing mode
