@@ -61,7 +61,7 @@ func (r *Report) forbids(p priced) Reason {
 	switch {
 	case p.billing == Spot && r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone:
 		return ReasonSpot
-	case r.BudgetLimit > 0 && p.total > r.BudgetLimit:
+	case r.BudgetLimit > 0 && p.total() > r.BudgetLimit:
 		return ReasonBudget
 	}
 	return ""
@@ -88,7 +88,7 @@ func sortOrder(rows []priced) []int32 {
 	}
 	keys := make([]uint64, len(rows))
 	for i, p := range rows {
-		total := uint64(max(min(int64(p.total), keyTotalMax), 0))
+		total := uint64(max(min(int64(p.total()), keyTotalMax), 0))
 		notPreferred := uint64(1)
 		if p.preferred {
 			notPreferred = 0
@@ -162,7 +162,7 @@ func radixSort(keys, buf []uint64) []uint64 {
 // the catalog's order: the same order as the packed keys, for catalogs too
 // large to pack.
 func compareRows(rows []priced, a, b int32) int {
-	if c := cmp.Compare(rows[a].total, rows[b].total); c != 0 {
+	if c := cmp.Compare(rows[a].total(), rows[b].total()); c != 0 {
 		return c
 	}
 	if rows[a].preferred != rows[b].preferred {

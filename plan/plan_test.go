@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -481,7 +482,7 @@ func TestSortOrderMatchesCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	rows := make([]priced, 5000)
 	for i := range rows {
-		rows[i] = priced{total: gpuwarden.Cents(rng.IntN(300)), preferred: rng.IntN(3) == 0}
+		rows[i] = newPriced(int32(i), gpuwarden.Cents(rng.IntN(300)), OnDemand, rng.IntN(3) == 0)
 	}
 	want := make([]int32, len(rows))
 	for i := range want {
@@ -657,4 +658,31 @@ func rankedOf(r *Report) []*Candidate {
 		out = append(out, c)
 	}
 	return out
+}
+
+// TestPricedKeepsTotals: a priced row holds any total up to 2^47 cents,
+// negative ones too, exactly.
+func TestPricedKeepsTotals(t *testing.T) {
+	for _, total := range []gpuwarden.Cents{0, 1, 123_456, 1<<32 - 1, 1 << 32, 1<<40 + 7, pricedTotalMax, -1, -(1 << 33), -pricedTotalMax} {
+		if got := newPriced(3, total, Spot, true).total(); got != total {
+			t.Errorf("total %d kept as %d", total, got)
+		}
+	}
+	if size := unsafe.Sizeof(priced{}); size != 12 {
+		t.Errorf("a priced row is %d bytes, want 12", size)
+	}
+}
+
+// TestRankRefusesTotalsItCannotKeep: a price that makes a month's total
+// past what a row holds is an error naming the row, not a wrong number.
+func TestRankRefusesTotalsItCannotKeep(t *testing.T) {
+	cat := testCatalog(t)
+	offers := cat.Offers.Slice()
+	offers[1].OnDemandHourly = 90_000_000_000 * gpuwarden.MicrosPerUnit // 90 billion an hour
+	offers[1].Origin = gpuwarden.Origin{File: "prices.csv", Line: 3}
+	cat.Offers = gpuwarden.OffersOf(offers...)
+	_, err := Rank(finetunePlan(), cat)
+	if err == nil || !strings.Contains(err.Error(), "prices.csv:3: aws eu-central-1 g6.xlarge (on-demand)") {
+		t.Fatalf("err = %v", err)
+	}
 }

@@ -187,7 +187,9 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 		r.SmallestCard = &c
 	}
 	r.rules = newRules(p)
-	r.priceAll(&cat.Offers)
+	if err := r.priceAll(&cat.Offers); err != nil {
+		return nil, err
+	}
 	r.split()
 	r.findings()
 	return r, nil
@@ -249,7 +251,7 @@ func (r *Report) Exclusions() iter.Seq[Exclusion] {
 		for _, j := range r.order {
 			p := r.rows[j]
 			if reason := r.forbids(p); reason != "" {
-				if !yield(Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total, report: r}) {
+				if !yield(Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total(), report: r}) {
 					return
 				}
 			}
@@ -302,7 +304,7 @@ func (r *Report) FirstExclusion(reason Reason) (e Exclusion, ok bool) {
 	}
 	for _, j := range r.order {
 		if p := r.rows[j]; r.forbids(p) == reason {
-			return Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total, report: r}, true
+			return Exclusion{Offer: r.cat.Offers.At(int(p.offer)), Billing: p.billing, Reason: reason, Total: p.total(), report: r}, true
 		}
 	}
 	return Exclusion{}, false
@@ -416,12 +418,26 @@ func (a *centArena) store(v gpuwarden.Cents) *gpuwarden.Cents {
 // priced is one billing mode of an offer and its month's total: all that
 // the ordering and the budget need. A million offers have 1.6 million
 // modes, so a Candidate is made only when a report asks for one
-// (RankedAt, candidateAt), and a row is 16 bytes, not 104.
+// (RankedAt, candidateAt), and a row is 12 bytes, not 104: the total is
+// kept in 48 bits, ±2^47 cents (1.4 trillion a month), and a total past
+// that is an error (pricedTotalMax), never a number cut short.
 type priced struct {
-	total     gpuwarden.Cents
-	offer     int32 // index in the catalog's offers
+	offer     int32  // index in the catalog's offers
+	totalLow  uint32 // the total's low 32 bits
+	totalHigh int16  // and its high 16, with the sign
 	billing   Billing
 	preferred bool
+}
+
+// pricedTotalMax is the largest month's total a priced row holds.
+const pricedTotalMax = 1<<47 - 1
+
+func newPriced(offer int32, total gpuwarden.Cents, b Billing, preferred bool) priced {
+	return priced{offer: offer, totalLow: uint32(total), totalHigh: int16(int64(total) >> 32), billing: b, preferred: preferred}
+}
+
+func (p priced) total() gpuwarden.Cents {
+	return gpuwarden.Cents(int64(p.totalHigh)<<32 | int64(p.totalLow))
 }
 
 var billingModesInOrder = [...]Billing{OnDemand, Spot, Monthly}
@@ -456,11 +472,13 @@ type chunk struct {
 	excluded   []staticExclusion
 	offer      gpuwarden.Offer           // the offer being priced
 	shared     map[sharedKey]sharedLines // this chunk's copy of Report.shared
+	err        error                     // the first total too large to keep
 }
 
 // priceAll prices every offer's billing modes into r.rows and the static
-// exclusions into r.static, on every core.
-func (r *Report) priceAll(offers *gpuwarden.Offers) {
+// exclusions into r.static, on every core; the error is the first total,
+// in catalog order, too large to keep.
+func (r *Report) priceAll(offers *gpuwarden.Offers) error {
 	chunks := make([]chunk, partsFor(offers.Len()))
 	modes := make([]int, len(chunks))
 	parallel.Do(len(chunks), func(i int) {
@@ -485,6 +503,9 @@ func (r *Report) priceAll(offers *gpuwarden.Offers) {
 	parallel.Do(len(chunks), func(i int) { chunks[i].price(r, &sharedMu) })
 	var rows, excluded int
 	for i := range chunks {
+		if chunks[i].err != nil {
+			return chunks[i].err
+		}
 		excluded += len(chunks[i].excluded)
 	}
 	r.static = make([]staticExclusion, 0, excluded)
@@ -493,6 +514,7 @@ func (r *Report) priceAll(offers *gpuwarden.Offers) {
 		r.static = append(r.static, chunks[i].excluded...)
 	}
 	r.rows = r.rows[:rows]
+	return nil
 }
 
 // price prices the chunk's offers: the rules first, then each billing mode
@@ -516,7 +538,15 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 		for _, b := range billingModesInOrder {
 			if listPrice(o, b) > 0 {
 				cand := r.candidate(o, b, shared)
-				c.rows = append(c.rows, priced{total: cand.Total, offer: i, billing: b, preferred: preferred})
+				if cand.Total > pricedTotalMax || cand.Total < -pricedTotalMax {
+					if c.err == nil {
+						c.err = gpuwarden.Errorf(gpuwarden.EInvalid, "%s: %s %s %s (%s) costs %s a month, more than a plan can add up",
+							o.Origin, o.Provider, o.Region, o.Instance, b, r.Currency.Format(cand.Total)).
+							WithHint("check the prices of that row: they are per hour, or per month for monthly")
+					}
+					continue
+				}
+				c.rows = append(c.rows, newPriced(i, cand.Total, b, preferred))
 			}
 		}
 	}
