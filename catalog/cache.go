@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -137,13 +136,13 @@ func (c parseCache) readFile(name string, dst *gpuwarden.OffersBuilder) ([]strin
 	}
 	// The content parsed is hashed again, since the file may have changed
 	// since it was first hashed.
-	c.store(name, "", sha256.Sum256(unsafe.Slice(unsafe.StringData(data), len(data))), len(data), dst, first, warns)
+	c.store(name, "", hashContentOf(data), len(data), dst, first, warns)
 	return warns, nil
 }
 
-// hashFile hashes a file big enough to be cached, reading it in pieces:
-// on a hit, the file is never held whole. ok is false for one too small,
-// or with no cache to look in.
+// hashFile hashes a file big enough to be cached, reading it in pieces on
+// every core (hashContent): on a hit, the file is never held whole. ok is
+// false for one too small, or with no cache to look in.
 func (c parseCache) hashFile(name string) (content [sha256.Size]byte, size int, ok bool) {
 	if c.dir == "" {
 		return content, 0, false
@@ -157,13 +156,11 @@ func (c parseCache) hashFile(name string) (content [sha256.Size]byte, size int, 
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() < minCachedFile || fi.Size() > maxPriceFile {
 		return content, 0, false
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
+	content, err = hashContent(f, fi.Size())
 	if err != nil {
 		return content, 0, false
 	}
-	h.Sum(content[:0])
-	return content, int(n), true
+	return content, int(fi.Size()), true
 }
 
 func (c parseCache) path(key string) string { return filepath.Join(c.dir, "catalog-"+key+".bin") }

@@ -3,7 +3,6 @@ package catalog
 import (
 	"crypto/sha256"
 	"errors"
-	"hash"
 	"io"
 	"os"
 	"runtime"
@@ -26,7 +25,7 @@ var errNotStreamed = errors.New("not a file to read in chunks")
 // streamOwnFile reads a big own-format price file in chunks, each cut after
 // a line break and read a piece per processor, its offers added to dst as
 // if read whole: the same offers, warnings and first error. It returns the
-// file's SHA-256 and size for the cache. errNotStreamed, with dst as it
+// file's content hash (hashContent) and size for the cache. errNotStreamed, with dst as it
 // was, means the caller reads the file whole.
 func streamOwnFile(name string, dst *gpuwarden.OffersBuilder) (warns []string, content [sha256.Size]byte, size int, err error) {
 	f, err := os.Open(name)
@@ -42,21 +41,20 @@ func streamOwnFile(name string, dst *gpuwarden.OffersBuilder) (warns []string, c
 	// A chunk is an eighth of the file, at least a megabyte and at most
 	// streamChunk: a 7 MB file read in one chunk held it whole.
 	chunk := min(streamChunk, max(int(fi.Size())/8, min(streamChunk, 1<<20)))
-	s := &ownStream{name: name, r: f, hash: sha256.New(), buf: make([]byte, chunk), dst: dst}
+	s := &ownStream{name: name, r: f, hash: newContentHasher(), buf: make([]byte, chunk), dst: dst}
 	warns, err = s.read(fi.Size())
 	if err != nil {
 		dst.Truncate(first)
 		return nil, content, 0, err
 	}
-	s.hash.Sum(content[:0])
-	return warns, content, s.total, nil
+	return warns, s.hash.Sum(), s.total, nil
 }
 
 // ownStream is one file being read in chunks.
 type ownStream struct {
 	name   string
 	r      io.Reader
-	hash   hash.Hash
+	hash   *contentHasher
 	buf    []byte
 	filled int  // bytes of buf that hold the file
 	eof    bool // the file has no more after buf[:filled]
