@@ -2,10 +2,8 @@ package catalog
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -161,9 +159,4 @@ func parseNumber(s string) (float64, error) {
 func roundTo(f float64, decimals int) float64 {
 	p := math.Pow(10, float64(decimals))
 	return math.Round(f*p) / p
-}
-
-// formatCount prints a GPU count the way people write it: "8", "0.125".
-func formatCount(f float64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
 }
