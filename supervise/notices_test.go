@@ -222,9 +222,11 @@ func TestNoticePolicy(t *testing.T) {
 				if g := r.Notices[0].GraceSeconds; g != 5 || r.Notices[0].Checkpoint == "" {
 					t.Errorf("maintenance record = %+v, want the whole 5 s grace and a checkpoint", r.Notices[0])
 				}
-				// A spot deadline 1 s away still leaves the job minGrace, capped by Grace.
-				if g := r.Notices[1].GraceSeconds; g != 5 {
-					t.Errorf("late spot notice grace = %v s, want 5", g)
+				// A spot deadline 1 s away still leaves the job minGrace, capped
+				// by Grace, counted from the notice: the restarted job may take
+				// a few milliseconds of it to set up its signal handler.
+				if g := r.Notices[1].GraceSeconds; g > 5 || g < 4.5 {
+					t.Errorf("late spot notice grace = %v s, want 5 less a handler's start", g)
 				}
 			},
 		},

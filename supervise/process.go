@@ -89,6 +89,8 @@ type Proc struct {
 	// since is the leader's start in clock ticks: no process of the job
 	// started before it.
 	since uint64
+	// started is when Start launched it, for SignalCatchersStarted.
+	started time.Time
 
 	exited chan struct{} // the leader was reaped
 	done   chan struct{} // and the job is gone and the output drained
@@ -199,13 +201,14 @@ func startJob(ctx context.Context, argv, env []string, dir string, out io.Writer
 	}
 	w.Close()
 	p := &Proc{
-		pid:    cmd.Process.Pid,
-		cmd:    cmd,
-		tail:   &tailBuffer{},
-		jobID:  id,
-		cgroup: cg,
-		exited: make(chan struct{}),
-		done:   make(chan struct{}),
+		started: time.Now(),
+		pid:     cmd.Process.Pid,
+		cmd:     cmd,
+		tail:    &tailBuffer{},
+		jobID:   id,
+		cgroup:  cg,
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	switch {
 	case cg != "" && moved != "":

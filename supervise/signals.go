@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // CatchesSignal reports whether pid has a handler installed for sig, from
@@ -96,4 +97,37 @@ func (p *Proc) SignalCatchers(sig syscall.Signal) ([]int, error) {
 		}
 	}
 	return sent, errors.Join(errs...)
+}
+
+// handlerWait is how long after its start a job is given to set up its
+// handler of the checkpoint signal before a notice takes it for a job that
+// does not catch it. A notice due as the job starts (a restart inside a
+// maintenance window) came 1 ms after the exec, before even a Go job's
+// runtime had installed its handlers, and the job was stopped with SIGTERM
+// and nothing saved.
+const handlerWait = 2 * time.Second
+
+// SignalCatchersStarted is SignalCatchers for a job that may still be
+// starting: while none of its processes catches sig and the job is younger
+// than handlerWait, it looks again every 10 ms, for at most budget. It
+// returns how long it waited, which the caller takes from its grace.
+func (p *Proc) SignalCatchersStarted(sig syscall.Signal, budget time.Duration) ([]int, time.Duration, error) {
+	var start time.Time // of the wait, from the first look that found no handler
+	for {
+		sent, err := p.SignalCatchers(sig)
+		var waited time.Duration
+		if !start.IsZero() {
+			waited = time.Since(start)
+		}
+		if len(sent) > 0 || errors.Is(err, os.ErrProcessDone) || time.Since(p.started) >= handlerWait || waited >= budget {
+			return sent, waited, err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

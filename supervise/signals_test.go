@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -149,4 +150,49 @@ func readFile(t *testing.T, file string, within time.Duration) []byte {
 	}
 	t.Fatalf("no %s within %s", file, within)
 	return nil
+}
+
+// TestSignalCatchersStartedWaitsForAHandler: a job that sets up its
+// handler a moment after it starts is given the signal, not taken for one
+// that cannot checkpoint; one that never does is given up on within the
+// budget.
+func TestSignalCatchersStartedWaitsForAHandler(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		script   string
+		budget   time.Duration
+		wantSent bool
+	}{
+		{"handler after 300 ms", `sleep 0.3; trap 'echo caught; exit 0' USR1; while :; do sleep 0.05; done`, 5 * time.Second, true},
+		{"no handler at all", `while :; do sleep 0.05; done`, 400 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := &syncBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p, err := Start(ctx, []string{"/bin/sh", "-c", tt.script}, os.Environ(), "", out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent, waited, err := p.SignalCatchersStarted(syscall.SIGUSR1, tt.budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(sent) > 0) != tt.wantSent {
+				t.Fatalf("sent to %v after %v, want sent: %v", sent, waited, tt.wantSent)
+			}
+			if tt.wantSent {
+				if ex := p.Wait(); !ex.OK() || !strings.Contains(out.String(), "caught") {
+					t.Errorf("exit %+v, output %q: the job did not catch the signal", ex, out.String())
+				}
+				return
+			}
+			if waited < tt.budget || waited > tt.budget+time.Second {
+				t.Errorf("gave up after %v, want about %v", waited, tt.budget)
+			}
+		})
+	}
 }

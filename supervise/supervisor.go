@@ -638,7 +638,7 @@ func (w *insuranceWait) stop() { w.timer.Stop() }
 func (r *runner) insure(p *Proc, ev *event, log *slog.Logger) *insuranceWait {
 	c := r.c
 	base := r.commitCount()
-	sent, err := p.SignalCatchers(c.CheckpointSignal)
+	sent, _, err := p.SignalCatchersStarted(c.CheckpointSignal, handlerWait)
 	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		log.Warn("checkpoint signal", "err", err)
 	}
@@ -692,7 +692,10 @@ func (r *runner) stop(ctx context.Context, p *Proc, grace time.Duration, ev *eve
 	c.OnState(StateCheckpointing)
 	base := r.commitCount()
 	termWait := c.StopWait
-	sent, err := p.SignalCatchers(c.CheckpointSignal)
+	// A job that has just started may not catch the signal yet: it is given
+	// up to half the grace to, and what it took comes off the grace.
+	sent, waited, err := p.SignalCatchersStarted(c.CheckpointSignal, grace/2)
+	grace -= waited
 	switch {
 	case errors.Is(err, os.ErrProcessDone):
 		r.events.note(ev, "the job had already ended; nothing was sent")
