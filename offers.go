@@ -177,30 +177,25 @@ func (b *OffersBuilder) groupIndex(g offerGroup) uint32 {
 	return i
 }
 
-// AppendOffers adds all of t's offers at the end, in order.
-func (b *OffersBuilder) AppendOffers(t *Offers) { appendRows(b, t.rows, t.groups, t.names) }
-
 // AppendBuilder adds all of o's offers at the end, in order; o is left
 // as it was.
-func (b *OffersBuilder) AppendBuilder(o *OffersBuilder) { appendRows(b, o.rows, o.groups, o.names) }
-
-func appendRows[S string | []byte](b *OffersBuilder, rows []offerRow, groups []offerGroup, names S) {
-	if len(rows) == 0 {
+func (b *OffersBuilder) AppendBuilder(o *OffersBuilder) {
+	if len(o.rows) == 0 {
 		return
 	}
-	remap := make([]uint32, len(groups))
-	for i, g := range groups {
+	remap := make([]uint32, len(o.groups))
+	for i, g := range o.groups {
 		remap[i] = b.groupIndex(g)
 	}
-	b.checkNames(len(names))
-	b.Grow(len(rows))
+	b.checkNames(len(o.names))
+	b.Grow(len(o.rows))
 	shift := uint32(len(b.names))
-	for _, r := range rows {
+	for _, r := range o.rows {
 		r.group = remap[r.group]
 		r.name += shift
 		b.rows = append(b.rows, r)
 	}
-	b.names = append(b.names, names...)
+	b.names = append(b.names, o.names...)
 }
 
 // Reset empties the builder and keeps its memory for the next offers.

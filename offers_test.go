@@ -46,14 +46,22 @@ func TestOffersKeepEveryField(t *testing.T) {
 	}
 }
 
-// TestOffersBuilderJoins: joining tables keeps the order and merges their
-// groups, and a table built stays as it was while the builder goes on.
+// TestOffersBuilderJoins: joining builders keeps the order and merges their
+// groups, leaves the builders joined as they were, and a table built stays
+// as it was while building goes on.
 func TestOffersBuilderJoins(t *testing.T) {
 	all := sampleOffers()
-	a, c := OffersOf(all[:2]...), OffersOf(all[1:]...)
+	builder := func(offers []Offer) *OffersBuilder {
+		var b OffersBuilder
+		for i := range offers {
+			b.Append(&offers[i])
+		}
+		return &b
+	}
+	a, c := builder(all[:2]), builder(all[1:])
 	var b OffersBuilder
-	b.AppendOffers(&a)
-	b.AppendOffers(&c)
+	b.AppendBuilder(a)
+	b.AppendBuilder(c)
 	joined := b.Offers()
 	want := append(append([]Offer{}, all[:2]...), all[1:]...)
 	if got := joined.Slice(); !reflect.DeepEqual(got, want) {
@@ -62,7 +70,11 @@ func TestOffersBuilderJoins(t *testing.T) {
 	if len(joined.groups) != 3 {
 		t.Errorf("%d groups after the join, want 3", len(joined.groups))
 	}
-	b.AppendOffers(&joined)
+	if a.Len() != 2 || c.Len() != len(all)-1 {
+		t.Errorf("the builders joined changed: %d and %d offers", a.Len(), c.Len())
+	}
+	b.AppendBuilder(a)
+	b.AppendBuilder(c)
 	extra := Offer{Provider: "lambda", Instance: "gpu_1x_h100", Origin: Origin{File: "l.csv", Line: 9}}
 	b.Append(&extra)
 	b.Truncate(b.Len() - 1)
@@ -71,7 +83,7 @@ func TestOffersBuilderJoins(t *testing.T) {
 	if joined.Len() != len(want) || !reflect.DeepEqual(joined.Slice(), want) {
 		t.Error("building on changed the table built before")
 	}
-	if more.Len() != len(want)+1 || !reflect.DeepEqual(more.At(len(want)), extra) {
+	if more.Len() != len(want)+1 || !reflect.DeepEqual(more.At(len(want)), extra) || !reflect.DeepEqual(more.Slice()[:len(want)], want) {
 		t.Errorf("built on: %d offers, last %+v", more.Len(), more.At(more.Len()-1))
 	}
 }

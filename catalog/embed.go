@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"strings"
@@ -60,7 +59,8 @@ func parseSnapshot() (*gpuwarden.Catalog, error) {
 	if err != nil {
 		return nil, embeddedErr(err)
 	}
-	offers, warns, err := ReadOffers(embeddedPrices, bytes.NewReader(prices))
+	var offers gpuwarden.OffersBuilder
+	warns, err := parseOffers(embeddedPrices, "", string(prices), &offers)
 	if err != nil {
 		return nil, embeddedErr(err)
 	}
@@ -72,7 +72,7 @@ func parseSnapshot() (*gpuwarden.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gpuwarden.Catalog{Offers: gpuwarden.OffersOf(offers...), Egress: egress, Storage: storage, GPUs: gpus, Warnings: warns}, nil
+	return &gpuwarden.Catalog{Offers: offers.Offers(), Egress: egress, Storage: storage, GPUs: gpus, Warnings: warns}, nil
 }
 
 // embeddedErr marks a broken embedded file: a build defect, not user input.

@@ -99,8 +99,7 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
-	fromStored := stored.Offers()
-	offers.AppendOffers(&fromStored)
+	offers.AppendBuilder(&stored)
 	cat.Warnings = append(cat.Warnings, storedWarns...)
 	for _, name := range opt.Files {
 		// Each file's offers are read into the table after those before

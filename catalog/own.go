@@ -31,34 +31,15 @@ import (
 // Prices are exact decimals: a curated file has no excuse for binary float
 // tails, so more than six decimals is an error, not a rounding.
 func readOwn(t *table, dst *gpuwarden.OffersBuilder) ([]string, error) {
-	if chunks := splitRows(t); chunks != nil {
-		return readOwnParallel(t, chunks, dst)
+	// A big file without quotes is read in a piece per processor; any
+	// other in one piece, by the same reader.
+	chunks := splitRows(t)
+	if chunks == nil {
+		rest := t.r.data[t.r.off:]
+		chunks = []rowChunk{{data: rest, lineBefore: t.r.numLine, lines: strings.Count(rest, "\n") + 1}}
 	}
-	r := newOwnReader(t)
 	// The lines left are the most rows there can be: counted first, the
 	// table grows once instead of doubling.
-	dst.Grow(strings.Count(t.r.data[t.r.off:], "\n") + 1)
-	var o gpuwarden.Offer
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		o = gpuwarden.Offer{}
-		if err := r.row(t, &o); err != nil {
-			return nil, err
-		}
-		dst.Append(&o)
-	}
-	return r.warnings(), nil
-}
-
-// readOwnParallel reads the pieces of an own-format file at once and
-// joins them as if read in one go (readOwnPieces).
-func readOwnParallel(t *table, chunks []rowChunk, dst *gpuwarden.OffersBuilder) ([]string, error) {
 	lines := 0
 	for _, c := range chunks {
 		lines += c.lines

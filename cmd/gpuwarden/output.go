@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/gpuwarden/gpuwarden/internal/codepages"
 	"github.com/spf13/cobra"
 )
 
@@ -247,24 +248,30 @@ func pricingGC() (undo func()) {
 	return func() { debug.SetGCPercent(old) }
 }
 
-// loadingGC stops the collector while a catalog is read, unless GOGC is
-// set, and returns what collects once, hands the freed memory back and
-// starts the collector again at GOGC 400. Reading a million offers from
+// leanLoad prepares reading a big catalog, and returns what ends it. It
+// hands back the binary's pages that the start mapped and, after, those
+// the reading mapped (codepages.Drop: at 1M offers the idle process's 20 MB
+// were most of the margin to 2× the file). It stops the collector while
+// the catalog is read, unless GOGC is set: reading a million offers from
 // the cache first fills 72 MB of rows, whose size alone starts a
-// collection at once; its attempts to stop the reader mid page fault were
-// a quarter of a cached `plan` (perf). The one collection after frees what
-// the read leaves (the chunks, the pieces read in parallel, the names'
-// first copy) and hands it back, so that the ranking's allocations do not
-// add to it: 1M offers peaked at 151.7 MB with a collection alone, 142.5 MB
-// with the hand-back. The offers' rows hold no pointers: it takes a few
-// milliseconds.
-func loadingGC() (undo func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
+// collection at once, and its attempts to stop the reader mid page fault
+// were a quarter of a cached `plan` (perf). The end collects once and hands
+// the freed memory back (the chunks, the pieces read in parallel, the
+// names' first copy), so that the ranking's allocations do not add to it:
+// 1M offers peaked at 151.7 MB with a collection alone, 142.5 MB with the
+// hand-back. The offers' rows hold no pointers: it takes a few
+// milliseconds. The collector then runs at GOGC 400 (pricingGC).
+func leanLoad() (end func()) {
+	codepages.Drop()
+	gc := os.Getenv("GOGC") == ""
+	if gc {
+		debug.SetGCPercent(-1)
 	}
-	debug.SetGCPercent(-1)
 	return func() {
-		debug.SetGCPercent(400)
-		debug.FreeOSMemory()
+		if gc {
+			debug.SetGCPercent(400)
+			debug.FreeOSMemory()
+		}
+		codepages.Drop()
 	}
 }

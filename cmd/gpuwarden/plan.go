@@ -13,7 +13,6 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/config"
-	"github.com/gpuwarden/gpuwarden/internal/codepages"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/spf13/cobra"
 )
@@ -68,12 +67,10 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			p := pf.Plan
-			codepages.Drop()
 			defer pricingGC()()
-			loaded := loadingGC()
+			loaded := leanLoad()
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
 			loaded()
-			codepages.Drop() // the reading code is done with
 			if err != nil {
 				return err
 			}
@@ -177,10 +174,7 @@ type exclusionSummary struct {
 // of each reason and the first few in report order, without walking them
 // all.
 func summariseExclusions(r *plan.Report) exclusionSummary {
-	s := exclusionSummary{ByReason: r.ExclusionCounts(), Sample: []plan.Exclusion{}, first: map[plan.Reason]plan.Exclusion{}}
-	for _, n := range s.ByReason {
-		s.Total += n
-	}
+	s := exclusionSummary{Total: r.ExcludedCount(), ByReason: r.ExclusionCounts(), Sample: []plan.Exclusion{}, first: map[plan.Reason]plan.Exclusion{}}
 	for _, reason := range exclusionOrder {
 		if e, ok := r.FirstExclusion(reason); ok {
 			s.first[reason] = e
@@ -275,7 +269,8 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 	if v.RankedCount() > 0 {
 		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
 		anyUnpriced, anyEstimated := false, false
-		for _, c := range v.shown(limit) {
+		shown := v.shown(limit)
+		for _, c := range shown {
 			compute, idle, data := columns(c)
 			rank := strconv.Itoa(int(c.Rank))
 			if m := roleMark(c.Role); m != "" {
@@ -303,7 +298,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if n := v.RankedCount() - len(v.shown(limit)); n > 0 {
+		if n := v.RankedCount() - len(shown); n > 0 {
 			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
 		}
 		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
