@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -21,6 +22,10 @@ type Watcher struct {
 	// Interval is the polling period, DefaultPoll when zero.
 	Interval time.Duration
 
+	// mu makes Scan safe while Run runs: a stop that sees the job end
+	// looks once more for the checkpoint it asked for (runner.answered)
+	// before the attempt stops Run, and the two raced over lastSeq.
+	mu       sync.Mutex
 	root     *Root
 	onCommit func(gpuwarden.Checkpoint)
 	log      *slog.Logger
@@ -67,9 +72,11 @@ func (w *Watcher) Run(ctx context.Context) {
 }
 
 // Scan commits every marked checkpoint under incoming/ and reports the new
-// valid ones under committed/, oldest first; it must not run concurrently
-// with itself or Run.
+// valid ones under committed/, oldest first, each once, also when it is
+// called while Run runs.
 func (w *Watcher) Scan() []gpuwarden.Checkpoint {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.commitMarked()
 	es, err := w.root.entries()
 	if err != nil {
