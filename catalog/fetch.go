@@ -232,9 +232,11 @@ func (f *Fetcher) fetchSkyPilotFrom(ctx context.Context, cloud, base string) Fet
 	file := filepath.Join(cloud, "vms.csv")
 	// Parse before storing: a truncated or changed-format file must not
 	// replace one that plan can read.
-	offers, _, err := ReadOffersAs(filepath.Join(f.Dir, file), cloud, bytes.NewReader(body))
+	// Read under its URL, so that an error's FILE:LINE names the bytes
+	// that were refused, not a local file that was never written.
+	offers, _, err := ReadOffersAs(u, cloud, bytes.NewReader(body))
 	if err != nil {
-		return fail(fmt.Errorf("%s: not a readable SkyPilot catalog, kept the previous file: %w", u, err))
+		return fail(fmt.Errorf("not a readable SkyPilot catalog, kept the previous file: %w", err))
 	}
 	src := &Source{Cloud: cloud, URL: u, File: file, FetchedAt: now, CheckedAt: now,
 		ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"),

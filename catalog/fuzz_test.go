@@ -38,6 +38,17 @@ func FuzzReadOffers(f *testing.F) {
 	f.Add(emb, uint8(0))
 	f.Add([]byte("provider,region,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,T4,1,USD,1e-3\n"), uint8(0))
 	f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n,A100,1,1,us-central1\n"), uint8(2))
+	// Shell metacharacters and control characters in every cell that
+	// names something, in each format (issue #32: a catalog cell ran as a
+	// shell command through a launch template).
+	for _, bad := range []string{"us-east-1'$(touch${IFS}PWNED)'", "x;reboot", "a`id`", "a\x1b[31mred", "-x", "a|b", "\"a\nb\""} {
+		f.Add([]byte("provider,region,instance,gpu,gpu_count,currency,on_demand_hourly\naws,"+bad+",p5.48xlarge,H100,8,USD,98\n"), uint8(0))
+		f.Add([]byte("provider,region,instance,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,"+bad+",H100,8,USD,98\n"), uint8(0))
+		f.Add([]byte("provider,region,instance,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,p5.48xlarge,"+bad+",8,USD,98\n"), uint8(0))
+		f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\ngpu_1x_h100,H100,1,2.49,"+bad+"\n"), uint8(1))
+		f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n"+bad+",H100,1,2.49,us-east-1\n"), uint8(3))
+		f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\ngpu_1x_h100,"+bad+",1,2.49,us-east-1\n"), uint8(1))
+	}
 	f.Fuzz(func(t *testing.T, in []byte, pick uint8) {
 		name := fuzzNames[int(pick)%len(fuzzNames)]
 		offers, warns, err := ReadOffers(name, bytes.NewReader(in))
@@ -48,6 +59,11 @@ func FuzzReadOffers(f *testing.F) {
 				}
 				if o.GPUCount <= 0 {
 					t.Fatalf("offer without GPUs: %+v", o)
+				}
+				// Names reach launch commands and tables: whatever a
+				// cell held, only a name CheckName allows comes out.
+				if err := checkOfferNames(&o); err != nil {
+					t.Fatalf("offer read with a name that is not allowed: %v", err)
 				}
 			}
 			return

@@ -60,6 +60,8 @@ type ownReader struct {
 	names                                                                      map[ownGPUKey]ownGPU
 	lastAsOf                                                                   string // the last as_of that parsed
 	lastProvider                                                               struct{ raw, name string }
+	// lastChecked are the names of the last row that passed checkNames.
+	lastChecked struct{ provider, region, instance string }
 }
 
 func newOwnReader(t *table) *ownReader {
@@ -89,6 +91,9 @@ func (r *ownReader) row(t *table, o *gpuwarden.Offer) error {
 	o.Provider = r.lastProvider.name
 	o.Region = t.cell(r.cRegion)
 	o.Instance = t.cell(r.cInstance)
+	if err := r.checkNames(t, o); err != nil {
+		return err
+	}
 	if o.GPUCount, err = t.number(r.cCount); err != nil {
 		return err
 	}
@@ -103,7 +108,11 @@ func (r *ownReader) row(t *table, o *gpuwarden.Offer) error {
 	g, seen := r.names[nk]
 	if !seen {
 		g.name, g.sizes = canonicalGPU(nk.name, nk.vram)
+		g.bad = gpuwarden.CheckName(gpuwarden.NameGPU, g.name)
 		r.names[nk] = g
+	}
+	if g.bad != nil {
+		return t.cellErr(r.cGPU, "%v", g.bad)
 	}
 	name, sizes := g.name, g.sizes
 	o.GPU = name
@@ -224,4 +233,30 @@ type ownGPUKey struct {
 type ownGPU struct {
 	name  string
 	sizes []float64
+	bad   error // the name is not one a GPU may have
+}
+
+// checkNames holds the provider, region and instance cells of a row to the
+// names gpuwarden.CheckName allows: they reach launch commands and tables.
+// A file repeats them row after row, so a value is checked only when it
+// differs from the last row's.
+func (r *ownReader) checkNames(t *table, o *gpuwarden.Offer) error {
+	if err := r.checkName(t, r.cProvider, gpuwarden.NameProvider, o.Provider, &r.lastChecked.provider); err != nil {
+		return err
+	}
+	if err := r.checkName(t, r.cRegion, gpuwarden.NameRegion, o.Region, &r.lastChecked.region); err != nil {
+		return err
+	}
+	return r.checkName(t, r.cInstance, gpuwarden.NameInstance, o.Instance, &r.lastChecked.instance)
+}
+
+func (r *ownReader) checkName(t *table, col int, kind, value string, last *string) error {
+	if value == *last {
+		return nil
+	}
+	if err := gpuwarden.CheckName(kind, value); err != nil {
+		return t.cellErr(col, "%v", err)
+	}
+	*last = value
+	return nil
 }

@@ -143,9 +143,29 @@ func parseOffers(name, provider, data string, dst *gpuwarden.OffersBuilder) ([]s
 	}
 	dst.Grow(len(offers))
 	for i := range offers {
+		if err := checkOfferNames(&offers[i]); err != nil {
+			return nil, err
+		}
 		dst.Append(&offers[i])
 	}
 	return warns, nil
+}
+
+// checkOfferNames holds an offer read from a published catalog to the names
+// gpuwarden.CheckName allows, naming the row it came from: its provider,
+// region, instance and GPU reach launch commands (`plan -o targets`) and
+// tables, and the catalog is a third party's.
+func checkOfferNames(o *gpuwarden.Offer) error {
+	for _, c := range [...]struct{ kind, value string }{
+		{gpuwarden.NameProvider, o.Provider}, {gpuwarden.NameRegion, o.Region},
+		{gpuwarden.NameInstance, o.Instance}, {gpuwarden.NameGPU, o.GPU},
+	} {
+		if err := gpuwarden.CheckName(c.kind, c.value); err != nil {
+			return invalid("a price catalog names providers, regions, instances and GPUs with letters, digits and - _ . only; fix or drop the row",
+				"%s:%d: %v", o.Origin.File, o.Origin.Line, err)
+		}
+	}
+	return nil
 }
 
 // table is a CSV file being read row by row, with its header indexed by

@@ -27,7 +27,7 @@ func streamFile(t *testing.T, edit func(row string) string) (string, string) {
 		case i%777 == 5:
 			row += "\n" // a blank line
 		case i == 4000:
-			row = "aws,us-east-1,US," + strings.Repeat("x", 150_000) + ",L4,1,24,USD,0.8,,,2026-11,long\n"
+			row = "aws,us-east-1,US,box-long,L4,1,24,USD,0.8,,,2026-11," + strings.Repeat("x", 150_000) + "\n"
 		case i == 9000:
 			row = edit(row)
 		}
@@ -92,7 +92,7 @@ func TestStreamLeavesQuotedFilesWhole(t *testing.T) {
 	defer func(n int) { streamChunk = n }(streamChunk)
 	streamChunk = 64 << 10
 	name, _ := streamFile(t, func(string) string {
-		return "aws,us-east-1,US,\"two\nlines\",H100-SXM,1,80,USD,1.25,,,2026-11,bench\n"
+		return "aws,us-east-1,US,box-quoted,H100-SXM,1,80,USD,1.25,,,2026-11,\"two\nlines\"\n"
 	})
 	var dst gpuwarden.OffersBuilder
 	if _, _, _, err := streamOwnFile(name, &dst); !errors.Is(err, errNotStreamed) || dst.Len() != 0 {

@@ -47,7 +47,17 @@
 // known, so that a crash leaves something to run. A stop command that can
 // find the box by its name ({{.Name}}, also $GPUWARDEN_NAME) works in both
 // cases; {{if .InstanceID}} … {{else}} … {{end}} prefers the ID once it is
-// known. An ID read from output is used only if it is a plain word, so that
-// output cannot inject shell syntax; the quote template function makes any
-// value one shell word.
+// known. An ID read from output is used only if it is a plain word.
+//
+// # Values are data
+//
+// Every {{…}} of a command template is escaped for the shell by Render,
+// for the quoting it sits in: one word outside quotes, escaped inside '…'
+// or "…" (escapeShell follows the quoting through the template's text). A
+// value where no escaping is safe (inside `…`, ${…} or a here-document) is
+// an error that the plan-file check reports; such a command reads the
+// value from the environment instead ($GPUWARDEN_REGION …). The names a
+// target carries are also held to gpuwarden.CheckName, as a price
+// catalog's rows are when read, so a region from a third-party catalog is
+// refused long before it could reach a shell.
 package launch

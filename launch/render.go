@@ -37,16 +37,36 @@ func (v Vars) fields() map[string]string {
 	}
 }
 
-// funcs are the template functions: quote makes a value one shell word,
-// for values a team does not control (an instance ID read from output).
-var funcs = template.FuncMap{"quote": shellQuote}
+// funcs are the template functions. quote is kept so that plan files
+// written when quoting was opt-in still parse; it changes nothing now,
+// since every value is escaped for the shell (see escapeShell).
+var funcs = template.FuncMap{"quote": func(v any) string { return fmt.Sprint(v) }}
 
-// Render fills a command template with v; an unknown name is an error.
+// Render fills a command template with v for sh -c: every value is escaped
+// for the shell quoting it sits in, so a value is always data, never
+// syntax. An unknown name, or a value where no quoting is safe, is an error.
 func Render(tmpl string, v Vars) (string, error) {
-	t, err := template.New("command").Funcs(funcs).Option("missingkey=error").Parse(tmpl)
+	t, err := template.New("command").Funcs(funcs).Funcs(escapers).Option("missingkey=error").Parse(tmpl)
 	if err != nil {
 		return "", fmt.Errorf("render: %w", err)
 	}
+	if err := escapeShell(t); err != nil {
+		return "", fmt.Errorf("render: %w", err)
+	}
+	return execute(t, v)
+}
+
+// RenderText fills a message template (a rule's why) with v as plain text:
+// it is shown, never run.
+func RenderText(tmpl string, v Vars) (string, error) {
+	t, err := template.New("text").Funcs(funcs).Option("missingkey=error").Parse(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("render: %w", err)
+	}
+	return execute(t, v)
+}
+
+func execute(t *template.Template, v Vars) (string, error) {
 	var b strings.Builder
 	if err := t.Execute(&b, v.fields()); err != nil {
 		return "", fmt.Errorf("render: %w", err)
@@ -96,8 +116,16 @@ func ValidateTarget(t gpuwarden.Target) error {
 	if t.Provider == "" {
 		return fieldError("provider", "required (aws, gcp, azure, runpod, lambda … or your own name)")
 	}
-	if strings.IndexFunc(t.Provider, unicode.IsSpace) >= 0 {
-		return fieldError("provider", fmt.Sprintf("%q has spaces", t.Provider))
+	// The names reach the commands: held to the names real providers use
+	// (gpuwarden.CheckName), as a price catalog's rows are when read, so
+	// that a pasted `plan -o targets` block cannot carry shell syntax.
+	for _, f := range [...]struct{ field, kind, value string }{
+		{"provider", gpuwarden.NameProvider, t.Provider}, {"region", gpuwarden.NameRegion, t.Region},
+		{"zone", gpuwarden.NameZone, t.Zone}, {"offer", gpuwarden.NameInstance, t.Offer},
+	} {
+		if err := gpuwarden.CheckName(f.kind, f.value); err != nil {
+			return fieldError(f.field, err.Error())
+		}
 	}
 	if strings.TrimSpace(t.Launch) == "" {
 		return fieldError("launch", "required: the command that asks for the box")
@@ -130,6 +158,10 @@ func ValidateTarget(t gpuwarden.Target) error {
 var safeID = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}$`)
 })
+
+// PlainWord reports whether s is one shell word as it stands, so that it
+// needs no quoting anywhere in a command.
+func PlainWord(s string) bool { return s != "" && shellQuote(s) == s }
 
 // shellQuote makes s a single POSIX shell word.
 func shellQuote(s string) string {

@@ -2,7 +2,9 @@ package launch
 
 import (
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,6 +22,21 @@ func TestRender(t *testing.T) {
 			"gcloud compute instances create gw-0123abcd-2 --zone us-central1-a --machine-type a3-highgpu-8g", ""},
 		{"{{.Provider}}/{{.Region}}/{{.LaunchID}}", "gcp/us-central1/L", ""},
 		{"stop {{quote .InstanceID}}", `stop 'it'\''s'`, ""},
+		{"stop {{.InstanceID}}", `stop 'it'\''s'`, ""},
+		{"stop '{{.InstanceID}}'", `stop 'it'\''s'`, ""},
+		{`stop "{{.InstanceID}}"`, `stop "it's"`, ""},
+		{"--zone={{.LaunchID}}{{.InstanceID}}", `--zone=L'it'\''s'`, ""},
+		{"# {{.InstanceID}}", `# it's`, ""},
+		{"echo `{{.Name}}`", "", "inside `…`"},
+		{"echo ${X:-{{.Name}}}", "", "inside ${…}"},
+		{"cat <<EOF\n{{.Name}}\nEOF", "", "here-document"},
+		{`echo \{{.Name}}`, "", "after a backslash"},
+		{`echo ${{.Name}}`, "", "after $"},
+		{`echo "${{.Name}}"`, "", "after $"},
+		{`echo $$ {{.Name}}`, "echo $$ gw-0123abcd-2", ""},
+		{"echo '{{.Name}}", "", "ends inside '…'"},
+		{`{{if .Zone}}"{{end}}x`, "", "in one branch"},
+		{`{{template "x"}}`, "", "cannot call other templates"},
 		{"{{with .Zone}}--zone {{.}}{{end}}", "--zone us-central1-a", ""},
 		{"no template", "no template", ""},
 		{"{{.Regoin}}", "", `map has no entry for key "Regoin"`},
@@ -36,6 +53,55 @@ func TestRender(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("Render(%q) = %q, %v; want %q", tc.tmpl, got, err, tc.want)
+		}
+	}
+}
+
+// TestRenderKeepsValuesData renders hostile values into each quoting a
+// command template may use and runs the command with a real sh: the value
+// must arrive as written, and nothing in it may run (issue #32: a catalog
+// cell became a shell command).
+func TestRenderKeepsValuesData(t *testing.T) {
+	values := []string{
+		"us-east-1'$(touch${IFS}PWNED)'", `"$(touch PWNED)"`, "`touch PWNED`", "x;touch PWNED", "a b",
+		"back\\slash'\"", "$HOME", "new\nline", "--help", "",
+	}
+	templates := []string{
+		`printf '%s\n' {{.Region}}`,
+		`printf '%s\n' --x={{.Region}}`,
+		`printf '%s\n' '{{.Region}}'`,
+		`printf '%s\n' "{{.Region}}"`,
+		`printf '%s\n' "$(printf '%s' {{.Region}})"`,
+		`printf '%s\n' "$(printf '%s' "{{.Region}}")"`,
+		`printf '%s\n' '{"region_name":"{{.Region}}"}'`,
+		`{{if .Region}}printf '%s\n' {{.Region}}{{else}}printf '%s\n' ''{{end}}`,
+	}
+	for _, tmpl := range templates {
+		for _, v := range values {
+			line, err := Render(tmpl, Vars{Region: v})
+			if err != nil {
+				t.Fatalf("Render(%q, %q): %v", tmpl, v, err)
+			}
+			dir := t.TempDir()
+			cmd := exec.Command("sh", "-c", line)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("sh -c %q: %v: %s", line, err, out)
+			}
+			want := v
+			if strings.Contains(tmpl, "region_name") {
+				want = `{"region_name":"` + v + `"}`
+			}
+			if strings.Contains(tmpl, "--x=") {
+				want = "--x=" + v
+			}
+			if got := strings.TrimSuffix(string(out), "\n"); got != want && !(v == "" && got == "") {
+				t.Errorf("sh -c %q printed %q, want %q", line, got, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "PWNED")); err == nil {
+				t.Errorf("sh -c %q ran part of the value %q", line, v)
+			}
 		}
 	}
 }
@@ -70,6 +136,11 @@ func TestValidateTarget(t *testing.T) {
 		{"no name", with(func(t *gpuwarden.Target) { t.Name = "" }), "name"},
 		{"name with a space", with(func(t *gpuwarden.Target) { t.Name = "plan a" }), "name"},
 		{"no provider", with(func(t *gpuwarden.Target) { t.Provider = "" }), "provider"},
+		{"shell syntax in the region", with(func(t *gpuwarden.Target) { t.Region = "us-east-1'$(touch${IFS}PWNED)'" }), "region"},
+		{"a zone that reads as an option", with(func(t *gpuwarden.Target) { t.Zone = "--zone=x" }), "zone"},
+		{"a control character in the offer", with(func(t *gpuwarden.Target) { t.Offer = "p5\x1b[2J" }), "offer"},
+		{"a provider with a pipe", with(func(t *gpuwarden.Target) { t.Provider = "aws|sh" }), "provider"},
+		{"a value inside backticks", with(func(t *gpuwarden.Target) { t.Launch = "echo `{{.Region}}`" }), "launch"},
 		{"no launch", with(func(t *gpuwarden.Target) { t.Launch = "  " }), "launch"},
 		{"launch does not parse", with(func(t *gpuwarden.Target) { t.Launch = "up {{.Name" }), "launch"},
 		{"launch names an unknown value", with(func(t *gpuwarden.Target) { t.Launch = "up {{.Instance}}" }), "launch"},

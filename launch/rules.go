@@ -153,7 +153,7 @@ func ValidateRule(r gpuwarden.LaunchRule) error {
 	if r.ExitCode != nil && *r.ExitCode == 0 {
 		return fieldError("exit_code", "0 is a successful launch and is never classified")
 	}
-	if err := checkTemplate(r.Why); err != nil {
+	if _, err := RenderText(r.Why, sampleVars); err != nil {
 		return fieldError("why", err.Error())
 	}
 	return nil

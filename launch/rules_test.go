@@ -142,7 +142,7 @@ func TestDefaultRulesValid(t *testing.T) {
 		if err := ValidateRule(r); err != nil {
 			t.Errorf("rule %d: %v", i+1, err)
 		}
-		if _, err := Render(r.Why, sampleVars); err != nil {
+		if _, err := RenderText(r.Why, sampleVars); err != nil {
 			t.Errorf("rule %d why: %v", i+1, err)
 		}
 	}

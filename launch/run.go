@@ -794,7 +794,7 @@ func why(rule gpuwarden.LaunchRule, v Vars) string {
 	if rule.Why == "" {
 		return ""
 	}
-	s, err := Render(rule.Why, v)
+	s, err := RenderText(rule.Why, v)
 	if err != nil {
 		s = rule.Why
 	}
