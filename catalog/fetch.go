@@ -38,7 +38,7 @@ const (
 	// not room for a runaway answer to fill the disk.
 	MaxFetchBytes = 64 << 20
 	// maxAzurePages bounds how many NextPageLink hops one update follows
-	// (100 items a page; the GPU sizes are a few thousand items).
+	// (up to 1,000 items a page; the GPU sizes are a few thousand items).
 	maxAzurePages = 500
 )
 
@@ -61,6 +61,9 @@ const Azure = "azure"
 type Source struct {
 	Cloud string `json:"cloud"`
 	URL   string `json:"url"`
+	// ServedBy is where the bytes came from when a redirect moved the
+	// request to another URL; empty when URL served them.
+	ServedBy string `json:"served_by,omitempty"`
 	// File is the catalog file, relative to the catalogs folder.
 	File string `json:"file"`
 	// FetchedAt is when the content now on disk was downloaded.
@@ -82,6 +85,8 @@ func (s Source) Age(now time.Time) time.Duration { return now.Sub(s.CheckedAt) }
 type FetchResult struct {
 	Cloud string `json:"cloud"`
 	URL   string `json:"url"`
+	// ServedBy is the URL a redirect led to, when one did.
+	ServedBy string `json:"served_by,omitempty"`
 	// Status is "updated" (new content stored), "unchanged" (the server
 	// answered 304 or sent the same bytes) or "failed" (the old file, if
 	// any, is kept).
@@ -151,7 +156,29 @@ func (f *Fetcher) client() *http.Client {
 	if f.Client != nil {
 		return f.Client
 	}
-	return &http.Client{Timeout: 2 * time.Minute}
+	return &http.Client{Timeout: 2 * time.Minute, CheckRedirect: sameSchemeRedirect}
+}
+
+// sameSchemeRedirect follows at most 5 redirects, never from https to
+// http: a mirror may send a request to its regional endpoint, and the URL
+// that served the bytes is recorded (Source.ServedBy), so a catalog's
+// provenance is where it really came from.
+func sameSchemeRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return fmt.Errorf("stopped after 5 redirects")
+	}
+	if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("refused a redirect from https to %s", req.URL.Redacted())
+	}
+	return nil
+}
+
+// servedBy is the final URL of resp when a redirect moved it from asked.
+func servedBy(resp *http.Response, asked string) string {
+	if resp.Request == nil || resp.Request.URL == nil || resp.Request.URL.String() == asked {
+		return ""
+	}
+	return resp.Request.URL.Redacted()
 }
 
 func (f *Fetcher) maxBytes() int64 {
@@ -229,6 +256,7 @@ func (f *Fetcher) fetchSkyPilotFrom(ctx context.Context, cloud, base string) Fet
 		return fail(fmt.Errorf("GET %s: %w", u, err))
 	}
 	r.Bytes = int64(len(body))
+	r.ServedBy = servedBy(resp, u)
 	file := filepath.Join(cloud, "vms.csv")
 	// Parse before storing: a truncated or changed-format file must not
 	// replace one that plan can read.
@@ -238,7 +266,7 @@ func (f *Fetcher) fetchSkyPilotFrom(ctx context.Context, cloud, base string) Fet
 	if err != nil {
 		return fail(fmt.Errorf("not a readable SkyPilot catalog, kept the previous file: %w", err))
 	}
-	src := &Source{Cloud: cloud, URL: u, File: file, FetchedAt: now, CheckedAt: now,
+	src := &Source{Cloud: cloud, URL: u, ServedBy: servedBy(resp, u), File: file, FetchedAt: now, CheckedAt: now,
 		ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"),
 		Bytes: r.Bytes, SHA256: sum(body), Offers: len(offers)}
 	r.Offers = len(offers)
@@ -406,6 +434,9 @@ func (f *Fetcher) fetchAzure(ctx context.Context) FetchResult {
 			return fail(err)
 		}
 		r.Bytes += n
+		if len(items)+len(p.Items) > maxAzureKept {
+			return fail(fmt.Errorf("more than %d GPU price items: not the Retail Prices API's answer", maxAzureKept))
+		}
 		items = append(items, p.Items...)
 		next = p.NextPageLink
 	}
@@ -444,13 +475,119 @@ func (f *Fetcher) azurePage(ctx context.Context, u string) (*azurePage, int64, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, 0, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	body, err := readBounded(resp.Body, f.maxBytes())
+	body := &countingReader{r: io.LimitReader(resp.Body, f.maxBytes()+1)}
+	p, err := decodeAzurePage(body)
+	if body.n > f.maxBytes() {
+		return nil, body.n, fmt.Errorf("GET %s: larger than %d bytes", u, f.maxBytes())
+	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("GET %s: %w", u, err)
+		return nil, body.n, fmt.Errorf("GET %s: not a Retail Prices answer: %w", u, err)
 	}
-	var p azurePage
-	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, 0, fmt.Errorf("GET %s: not a Retail Prices answer: %w", u, err)
+	return p, body.n, nil
+}
+
+// maxAzureItems is the most items one Retail Prices page may hold: the
+// API's documented page size is 1,000 records ("API response
+// pagination"), and a page is decoded item by item so that a hostile one
+// of 16 MiB of {} costs no more than its count (issue #32: it reached 4
+// GiB when each empty item was kept).
+const maxAzureItems = 1000
+
+// maxAzureKept bounds the GPU items one update keeps over all its pages:
+// the real answer has a few thousand (every region's meters of some 25
+// sizes), so 50,000 is room to grow, and at most about 10 MB.
+const maxAzureKept = 50_000
+
+// decodeAzurePage reads one answer item by item, keeping only the items of
+// the GPU sizes azureCSV can use, so that memory follows what is kept.
+func decodeAzurePage(r io.Reader) (*azurePage, error) {
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return nil, err
 	}
-	return &p, int64(len(body)), nil
+	p := &azurePage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		switch key {
+		case "Items":
+			if err := decodeAzureItems(dec, p); err != nil {
+				return nil, err
+			}
+		case "NextPageLink":
+			var next *string
+			if err := dec.Decode(&next); err != nil {
+				return nil, fmt.Errorf("NextPageLink: %w", err)
+			}
+			if next != nil {
+				p.NextPageLink = *next
+			}
+		case "BillingCurrency":
+			if err := dec.Decode(&p.BillingCurrency); err != nil {
+				return nil, fmt.Errorf("BillingCurrency: %w", err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func decodeAzureItems(dec *json.Decoder, p *azurePage) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		return nil // "Items": null
+	}
+	if d, ok := t.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("Items is not a list")
+	}
+	for dec.More() {
+		if p.Count == maxAzureItems {
+			return fmt.Errorf("more than %d items in one page, the API's page size", maxAzureItems)
+		}
+		var it azureItem
+		if err := dec.Decode(&it); err != nil {
+			return fmt.Errorf("Items[%d]: %w", p.Count, err)
+		}
+		p.Count++
+		if s, ok := azureGPUSizes[it.ArmSkuName]; ok && s.gpu != "" {
+			p.Items = append(p.Items, it)
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := t.(json.Delim); !ok || d != want {
+		return fmt.Errorf("expected %q, found %v", want, t)
+	}
+	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,61 @@ func TestDefaultURLs(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %s, want %s", tt.got, tt.want)
 		}
+	}
+}
+
+// TestAzurePageOfEmptyItemsIsBounded is issue #32 item 4: pages of 16 MiB
+// of {} items took 4 GiB of memory each. A page is decoded item by item,
+// refused past the API's page size of 1,000 items, and only GPU sizes
+// are kept: the update fails with a clear error at a few MB.
+func TestAzurePageOfEmptyItemsIsBounded(t *testing.T) {
+	var page bytes.Buffer
+	page.WriteString(`{"BillingCurrency":"USD","Items":[`)
+	for page.Len() < 16<<20 {
+		page.WriteString(`{},`)
+	}
+	page.WriteString(`{}],"NextPageLink":null}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(page.Bytes()) }))
+	defer srv.Close()
+	f := &Fetcher{Dir: t.TempDir(), AzureURL: srv.URL + "/api/retail/prices"}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := f.Update(context.Background(), []string{Azure})
+	runtime.ReadMemStats(&after)
+	if len(res) != 1 || res[0].Status != "failed" || !strings.Contains(res[0].Error, "more than 1000 items in one page") {
+		t.Fatalf("update of a page of 16 MiB of {} = %+v, want a failure naming the page size", res)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("the update allocated %d MB for one hostile page, want a few", alloc>>20)
+	}
+
+	// Real items of a size gpuwarden does not rent are counted, not kept.
+	p, err := decodeAzurePage(strings.NewReader(`{"Items":[{"armSkuName":"Standard_D2s_v3","retailPrice":0.1},` +
+		`{"armSkuName":"Standard_NC4as_T4_v3","armRegionName":"eastus","retailPrice":0.5}],"Count":2,"NextPageLink":"x"}`))
+	if err != nil || p.Count != 2 || len(p.Items) != 1 || p.NextPageLink != "x" {
+		t.Errorf("decodeAzurePage = %+v, %v; want 2 counted, 1 kept, the next link", p, err)
+	}
+}
+
+// TestUpdateRecordsWhereARedirectLed: a mirror that redirects to another
+// host is followed, and the catalog records the URL that served the
+// bytes, not only the one asked (issue #32 item 6).
+func TestUpdateRecordsWhereARedirectLed(t *testing.T) {
+	cs := newCatalogServer(t)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, cs.BaseURL()+strings.TrimPrefix(r.URL.Path, "/v8"), http.StatusTemporaryRedirect)
+	}))
+	defer front.Close()
+	dir := t.TempDir()
+	f := &Fetcher{Dir: dir, BaseURL: front.URL + "/v8", Now: time.Now}
+	res := f.Update(context.Background(), []string{"lambda"})
+	want := cs.BaseURL() + "/lambda/vms.csv"
+	if len(res) != 1 || res[0].Status != "updated" || res[0].ServedBy != want {
+		t.Fatalf("update through a redirect = %+v, want updated and served by %s", res, want)
+	}
+	stored, _ := Stored(dir)
+	if len(stored) != 1 || stored[0].URL != front.URL+"/v8/lambda/vms.csv" || stored[0].ServedBy != want {
+		t.Errorf("source = %+v, want the asked URL and the one that served it", stored)
 	}
 }

@@ -103,7 +103,7 @@ A --from BASE_URL is used alone.
 				t := newTable(a.stdout)
 				t.row("SOURCE", "STATUS", "OFFERS", "DOWNLOADED", "URL")
 				for _, r := range results {
-					t.row(r.Cloud, r.Status, strconv.Itoa(r.Offers), byteSize(r.Bytes), r.URL)
+					t.row(r.Cloud, r.Status, strconv.Itoa(r.Offers), byteSize(r.Bytes), viaRedirect(r.URL, r.ServedBy))
 				}
 				err = t.flush()
 				for _, r := range results {
@@ -195,7 +195,7 @@ current. With none, plan and offers use the embedded snapshot.
 			t.row("SOURCE", "OFFERS", "DOWNLOADED", "CHECKED", "URL")
 			for _, r := range rows {
 				t.row(r.Cloud, strconv.Itoa(r.Offers), r.FetchedAt.UTC().Format("2006-01-02 15:04"),
-					catalog.FormatAge(r.Age(now))+" ago", r.URL)
+					catalog.FormatAge(r.Age(now))+" ago", viaRedirect(r.URL, r.ServedBy))
 			}
 			return t.flush()
 		},
@@ -227,4 +227,13 @@ func checkHTTPURL(flag, raw string) error {
 			WithHint("for example %s", catalog.DefaultBaseURL())
 	}
 	return nil
+}
+
+// viaRedirect is a catalog's URL, and the URL that served it when a
+// redirect led elsewhere.
+func viaRedirect(asked, servedBy string) string {
+	if servedBy == "" {
+		return asked
+	}
+	return asked + " → " + servedBy
 }
