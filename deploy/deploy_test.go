@@ -989,6 +989,7 @@ var (
 	promString     = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`")
 	promMatchers   = regexp.MustCompile(`\{[^{}]*\}`)
 	promRanges     = regexp.MustCompile(`\[[^\[\]]*\]`)
+	promOffsets    = regexp.MustCompile(`\boffset\s+[0-9]+[smhdwy]+`)
 	promLabelLists = regexp.MustCompile(`\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)`)
 	promIdent      = regexp.MustCompile(`[A-Za-z_:][A-Za-z0-9_:]*`)
 	promNumber     = regexp.MustCompile(`\b\d+(\.\d+)?([eE][+-]?\d+)?\b`)
@@ -1001,6 +1002,7 @@ func exprMetrics(expr string) (metrics, unknown []string) {
 	s := promString.ReplaceAllString(expr, `""`)
 	s = promMatchers.ReplaceAllString(s, " ")
 	s = promRanges.ReplaceAllString(s, " ")
+	s = promOffsets.ReplaceAllString(s, " offset ")
 	s = promLabelLists.ReplaceAllString(s, " ")
 	s = promNumber.ReplaceAllString(s, " ")
 	for _, id := range promIdent.FindAllString(s, -1) {
