@@ -164,10 +164,23 @@ type SyncReport struct {
 	NewestCommitted string `json:"newest_committed,omitempty"`
 	// Durable says the newest committed checkpoint is in the store.
 	Durable bool `json:"durable"`
-	// Restored names the checkpoint pulled from the store at the start, if any.
+	// Restored names the checkpoint pulled from the store at the start and
+	// resumed, "" when none was.
 	Restored string `json:"restored,omitempty"`
+	// RestoreSkipped lists the stored checkpoints the restore at the start
+	// passed over, and why: the names gpuwarden does not write, then the
+	// candidates it tried, newest first (a manifest that lists no file, a
+	// pull that failed or did not verify). It keeps the first 32; the log
+	// names them all.
+	RestoreSkipped []RestoreSkip `json:"restore_skipped,omitempty"`
 	// RemotePruned lists the checkpoints removed from the store to keep the last N.
 	RemotePruned []string `json:"remote_pruned,omitempty"`
+}
+
+// RestoreSkip is one stored checkpoint the restore did not resume, and why.
+type RestoreSkip struct {
+	Checkpoint string `json:"checkpoint"`
+	Reason     string `json:"reason"`
 }
 
 // SyncFailure is one upload that did not make a checkpoint durable.
@@ -210,8 +223,13 @@ func DescribeSync(st *SyncReport, now time.Time) string {
 			fmt.Fprintf(&b, " (%s)", st.Failures[n-1].Error)
 		}
 	}
-	if st.Restored != "" {
+	switch n := len(st.RestoreSkipped); {
+	case st.Restored != "" && n > 0:
+		fmt.Fprintf(&b, "; restored %s from the store at the start, %d stored skipped (%s: %s)", st.Restored, n, st.RestoreSkipped[0].Checkpoint, st.RestoreSkipped[0].Reason)
+	case st.Restored != "":
 		fmt.Fprintf(&b, "; restored %s from the store at the start", st.Restored)
+	case n > 0:
+		fmt.Fprintf(&b, "; restored nothing from the store: %d stored checkpoints skipped (%s: %s)", n, st.RestoreSkipped[0].Checkpoint, st.RestoreSkipped[0].Reason)
 	}
 	return b.String()
 }

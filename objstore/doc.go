@@ -19,4 +19,10 @@
 // first), never a file beside them and nothing without a manifest, and Keep
 // applies --keep only to checkpoints named the way the supervisor names
 // them. A local store never follows a symlink beneath its directory.
+//
+// A store is not trusted further than it verifies. A pull copies at most
+// each file's listed size plus one byte, reads a manifest of at most
+// manifest.MaxSize bytes, and in a folder store opens only regular files,
+// without waiting on a FIFO; every read of a folder store is bounded by its
+// context even when the kernel holds it (a hung mount), see bounded.go.
 package objstore

@@ -3,31 +3,24 @@ package objstore
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
-	"strings"
+	"strconv"
 
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// committedName is the form the supervisor gives every checkpoint it commits
-// ("000007-step-000140": a sequence of six or more digits, a dash, the job's
-// directory name). Retention touches only names of this form, because a
-// store is often shared and anything else there is someone else's.
-var committedName = regexp.MustCompile(`^([0-9]{6,})-(.+)$`)
-
 // sequenceOf returns the sequence number of a committed checkpoint's name,
-// without leading zeros, and false for a name gpuwarden did not give.
+// without leading zeros, and false for a name gpuwarden did not give
+// (gpuwarden.ParseCheckpointName, the one definition of the form the
+// supervisor commits: "000007-step-000140"). Retention touches only names
+// of this form, because a store is often shared and anything else there is
+// someone else's.
 func sequenceOf(name string) (string, bool) {
-	m := committedName.FindStringSubmatch(name)
-	if m == nil {
+	seq, _, ok := gpuwarden.ParseCheckpointName(name)
+	if !ok {
 		return "", false
 	}
-	seq := strings.TrimLeft(m[1], "0")
-	if seq == "" {
-		seq = "0"
-	}
-	return seq, true
+	return strconv.FormatInt(seq, 10), true
 }
 
 // Keep applies retention to store: of the checkpoints whose name has

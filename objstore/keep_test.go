@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -25,6 +26,12 @@ func TestSequenceOf(t *testing.T) {
 		{"step-000140", "", false},
 		{"final", "", false},
 		{"", "", false},
+		// The job's folder name is gpuwarden's strict form, or the name is not gpuwarden's.
+		{"000009-x$(touch${IFS}PWNED)", "", false},
+		{"000009-has space", "", false},
+		{"000009-.hidden", "", false},
+		{"000009-" + strings.Repeat("a", 129), "", false},
+		{"9999999999999999999-too-large", "", false},
 	} {
 		seq, ok := sequenceOf(tt.name)
 		if seq != tt.seq || ok != tt.ok {
@@ -90,6 +97,8 @@ func TestKeepFailures(t *testing.T) {
 			&scriptedStore{names: five, deleteErr: map[string]error{"000002-b": boom}}, []string{"000001-a"}, true},
 		{"ties in the sequence break by name",
 			&scriptedStore{names: []string{"000001-b", "000001-a", "000002-a"}}, []string{"000001-a"}, false},
+		{"names gpuwarden does not write are never deleted",
+			&scriptedStore{names: []string{"000001-a", "000009-x$(touch${IFS}PWNED)", "000002-b", "best", "000003-c"}}, []string{"000001-a"}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			deleted, err := Keep(ctx, tt.store, 2, "")

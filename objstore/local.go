@@ -79,14 +79,14 @@ func (l *Local) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 			return err
 		}
 	}
-	if err := hideChanged(tree.root, cp); err != nil {
+	if err := hideChanged(ctx, tree, cp); err != nil {
 		return err
 	}
 	for i, f := range cp.Files {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if sameLocalFile(dsts[i], f) {
+		if sameLocalFile(ctx, dsts[i], f) {
 			continue
 		}
 		if err := copyVerified(ctx, filepath.Join(cp.Path, filepath.FromSlash(f.Path)), dsts[i], f); err != nil {
@@ -105,7 +105,7 @@ func (l *Local) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	if err := manifest.WriteFileAtomic(mpath, bytes.NewReader(data), nil); err != nil {
 		return err
 	}
-	back, err := os.ReadFile(mpath)
+	back, _, err := readStoreManifest(ctx, cp.Name+"/"+manifest.Name, func() (string, error) { return mpath, nil })
 	if err != nil {
 		return fmt.Errorf("read manifest back: %w", err)
 	}
@@ -143,26 +143,38 @@ func manifestDiffers(name string, sent, got int) error {
 // hideChanged removes the manifest of an earlier push under the same name
 // when it lists different files, so that List does not offer a checkpoint
 // whose files are being replaced underneath it.
-func hideChanged(dest string, cp gpuwarden.Checkpoint) error {
-	old, err := manifest.Read(dest)
-	if err != nil || sameFiles(old, cp) {
-		return nil
-	}
-	if err := os.Remove(filepath.Join(dest, manifest.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+func hideChanged(ctx context.Context, t *tree, cp gpuwarden.Checkpoint) error {
+	data, found, err := readStoreManifest(ctx, cp.Name+"/"+manifest.Name, func() (string, error) { return t.path(manifest.Name) })
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return err
 	}
-	return manifest.SyncDir(dest)
+	if !found {
+		return nil // none, or none that can be read: nothing to hide
+	}
+	if old, err := manifest.Decode(data, cp.Name); err == nil && sameFiles(old, cp) {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(t.root, manifest.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return manifest.SyncDir(t.root)
 }
 
 // sameLocalFile reports whether the store already holds f: the size is
-// compared first so that only a plausible match costs a full read.
-func sameLocalFile(p string, f gpuwarden.ManifestFile) bool {
-	st, err := os.Stat(p)
-	if err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
+// compared first so that only a plausible match costs a full read, and
+// the read is bounded by ctx like every read of a store.
+func sameLocalFile(ctx context.Context, p string, f gpuwarden.ManifestFile) bool {
+	in, size, err := openStoreFile(ctx, f.Path, func() (string, error) { return p, nil })
+	if err != nil {
 		return false
 	}
-	_, sum, err := manifest.HashFile(p)
-	return err == nil && sum == f.SHA256
+	defer in.Close()
+	if size != f.Size {
+		return false
+	}
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, in, make([]byte, readChunk))
+	return err == nil && n == f.Size && hex.EncodeToString(h.Sum(nil)) == f.SHA256
 }
 
 // copyVerified copies src to dst atomically and refuses to put it in place
@@ -186,12 +198,20 @@ func copyVerified(ctx context.Context, src, dst string, f gpuwarden.ManifestFile
 	})
 }
 
-// List returns the checkpoints under Dir that have a manifest, oldest first,
-// each with Path set to its directory in the store. A checkpoint that is a
-// symlink or holds one on the way to its manifest or a listed file is left
-// out, since Pull and Delete would refuse it.
+// List returns the checkpoints under Dir that have a manifest, oldest first
+// (see sortCheckpoints), each with Path set to its directory in the store.
+// A checkpoint that is a symlink or holds one on the way to its manifest or
+// a listed file is left out, since Pull and Delete would refuse it, and so
+// is one whose manifest is not a regular file of at most manifest.MaxSize
+// bytes. Names gpuwarden does not write are listed when their manifest is
+// valid, so that the restore can say it passed them over; it never pulls
+// them. The listing is bounded by ctx even on a hung mount.
 func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
-	entries, err := os.ReadDir(l.Dir)
+	return within(ctx, "list "+l.Dir, func() ([]gpuwarden.Checkpoint, error) { return l.list(ctx) }, nil)
+}
+
+func (l *Local) list(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
+	entries, err := readDirNoWait(l.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A target nobody has pushed to yet is empty, not broken.
 		return []gpuwarden.Checkpoint{}, nil
@@ -205,7 +225,7 @@ func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 		if !e.IsDir() || manifest.CheckName(e.Name()) != nil {
 			continue
 		}
-		cp, ok, err := l.listed(e.Name())
+		cp, ok, err := l.listed(ctx, e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", l.Dir, err)
 		}
@@ -221,7 +241,7 @@ func (l *Local) List(ctx context.Context) ([]gpuwarden.Checkpoint, error) {
 // push, a foreign or damaged manifest, or a symlink in the way, none of
 // which may hide the good checkpoints; err is kept for a store that
 // cannot be read.
-func (l *Local) listed(name string) (cp gpuwarden.Checkpoint, ok bool, err error) {
+func (l *Local) listed(ctx context.Context, name string) (cp gpuwarden.Checkpoint, ok bool, err error) {
 	// A refusal (a symlink) is EInvalid; anything else is the disk's.
 	skip := func(err error) (gpuwarden.Checkpoint, bool, error) {
 		if gpuwarden.ErrorCodeOf(err) == gpuwarden.EInvalid {
@@ -233,16 +253,12 @@ func (l *Local) listed(name string) (cp gpuwarden.Checkpoint, ok bool, err error
 	if err != nil {
 		return skip(err)
 	}
-	mpath, err := tree.path(manifest.Name)
+	data, found, err := readStoreManifest(ctx, name+"/"+manifest.Name, func() (string, error) { return tree.path(manifest.Name) })
 	if err != nil {
 		return skip(err)
 	}
-	data, err := os.ReadFile(mpath)
-	if errors.Is(err, fs.ErrNotExist) {
+	if !found {
 		return cp, false, nil // a torn push: files without a manifest
-	}
-	if err != nil {
-		return cp, false, err
 	}
 	cp, err = manifest.Decode(data, name)
 	if err != nil {
@@ -266,30 +282,30 @@ func (l *Local) Pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 	return cp, nil
 }
 
+// pull reads the store only through bounded calls (readStoreManifest,
+// openStoreFile), so a FIFO is refused at once and a hung mount gives up
+// when ctx ends; pullInto copies no more than each file's size plus one byte.
 func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoint, error) {
 	if err := manifest.CheckName(name); err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
-	tree, err := l.tree(name)
+	tree, err := within(ctx, "open "+name, func() (*tree, error) { return l.tree(name) }, nil)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
-	if _, err := tree.path(manifest.Name); err != nil {
+	data, found, err := readStoreManifest(ctx, name+"/"+manifest.Name, func() (string, error) { return tree.path(manifest.Name) })
+	if err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
-	cp, err := manifest.Read(tree.root)
-	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
+	if !found {
 		return gpuwarden.Checkpoint{}, notStored(name, l.Where())
 	}
+	cp, err := manifest.Decode(data, name)
 	if err != nil {
 		return gpuwarden.Checkpoint{}, err
 	}
 	return pullInto(ctx, cp, dir, func(ctx context.Context, file string) (io.ReadCloser, error) {
-		p, err := tree.path(file)
-		if err != nil {
-			return nil, err
-		}
-		f, err := os.Open(p)
+		f, _, err := openStoreFile(ctx, file, func() (string, error) { return tree.path(file) })
 		if err != nil {
 			return nil, manifest.FileError("open", file, err)
 		}
@@ -309,13 +325,13 @@ func (l *Local) pull(ctx context.Context, name, dir string) (gpuwarden.Checkpoin
 // result is nil, as it is for a name the store does not hold. A manifest
 // that does not decode is refused rather than guessed at.
 func (l *Local) Delete(ctx context.Context, name string) error {
-	if err := l.delete(name); err != nil {
+	if err := l.delete(ctx, name); err != nil {
 		return fmt.Errorf("delete %s from %s: %w", name, l.Dir, err)
 	}
 	return nil
 }
 
-func (l *Local) delete(name string) error {
+func (l *Local) delete(ctx context.Context, name string) error {
 	if err := manifest.CheckName(name); err != nil {
 		return err
 	}
@@ -327,11 +343,11 @@ func (l *Local) delete(name string) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(mpath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil
+	data, found, err := readStoreManifest(ctx, name+"/"+manifest.Name, func() (string, error) { return mpath, nil })
+	if err != nil && gpuwarden.ErrorCodeOf(err) == gpuwarden.EInvalid {
+		return unattributable(name, l.Where(), err)
 	}
-	if err != nil {
+	if err != nil || !found {
 		return err
 	}
 	cp, err := manifest.Decode(data, name)

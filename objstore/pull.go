@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -79,7 +80,10 @@ func pullInto(ctx context.Context, cp gpuwarden.Checkpoint, dir string, open ope
 }
 
 // pullFile copies one file into tmp, hashing while it writes so that the
-// check costs no second read.
+// check costs no second read. It copies at most the manifest's size plus
+// one byte, the one that proves the stored file is longer than listed: a 1
+// GiB sparse file listed as 256 KiB once filled a box's 64 MiB checkpoint
+// disk before the size check at the end could object.
 func pullFile(ctx context.Context, f gpuwarden.ManifestFile, tmp string, open openFunc) error {
 	rc, err := open(ctx, f.Path)
 	if err != nil {
@@ -88,7 +92,12 @@ func pullFile(ctx context.Context, f gpuwarden.ManifestFile, tmp string, open op
 	defer rc.Close()
 	h := sha256.New()
 	dst := filepath.Join(tmp, filepath.FromSlash(f.Path))
-	return manifest.WriteFileAtomic(dst, io.TeeReader(ctxReader{ctx, rc}, h), func(n int64) error {
+	// The buffer makes each store read a large one, whatever io.Copy asks for.
+	src := io.LimitReader(io.TeeReader(ctxReader{ctx, bufio.NewReaderSize(rc, readChunk)}, h), f.Size+1)
+	return manifest.WriteFileAtomic(dst, src, func(n int64) error {
+		if n > f.Size {
+			return manifest.SizeExceeded(f)
+		}
 		if n != f.Size {
 			return manifest.SizeMismatch(f, n)
 		}
@@ -118,10 +127,22 @@ func sameFiles(a, b gpuwarden.Checkpoint) bool {
 }
 
 // sortCheckpoints orders oldest first, as CheckpointStore.List promises:
-// by commit time, then step, then name for checkpoints committed together.
+// gpuwarden's checkpoints by the sequence number in their name, which the
+// supervisor gives in the order the job wrote them, after every name it
+// does not write; then by commit time, then step, then name. Commit times
+// come from the clocks of different boxes: one a day ahead once made the
+// next box resume step 20 with step 60 stored.
 func sortCheckpoints(cps []gpuwarden.Checkpoint) {
 	sort.SliceStable(cps, func(i, j int) bool {
 		a, b := cps[i], cps[j]
+		sa, _, oka := gpuwarden.ParseCheckpointName(a.Name)
+		sb, _, okb := gpuwarden.ParseCheckpointName(b.Name)
+		if oka != okb {
+			return okb
+		}
+		if sa != sb {
+			return sa < sb
+		}
 		if !a.Committed.Equal(b.Committed) {
 			return a.Committed.Before(b.Committed)
 		}

@@ -300,10 +300,20 @@ func (s *S3) manifestBytes(ctx context.Context, name string) (data []byte, found
 	if err == nil {
 		defer obj.Close()
 		// A manifest of a million files is some 150 MB; anything larger is
-		// not one of ours.
-		data, err = io.ReadAll(io.LimitReader(obj, 1<<28))
+		// not one of ours, and is refused (EInvalid, so List passes over it)
+		// after at most MaxSize+1 bytes.
+		var st minio.ObjectInfo
+		if st, err = obj.Stat(); err == nil && st.Size > manifest.MaxSize {
+			return nil, false, manifest.TooLarge(s.key(name, manifest.Name), st.Size)
+		}
+		if err == nil {
+			data, err = manifest.ReadCapped(obj, s.key(name, manifest.Name))
+		}
 		if err == nil {
 			return data, true, nil
+		}
+		if gpuwarden.ErrorCodeOf(err) == gpuwarden.EInvalid {
+			return nil, false, err
 		}
 	}
 	if s3Code(err) == minio.NoSuchKey {
@@ -413,6 +423,9 @@ func (s *S3) delete(ctx context.Context, name string) error {
 		return err
 	}
 	data, found, err := s.manifestBytes(ctx, name)
+	if gpuwarden.ErrorCodeOf(err) == gpuwarden.EInvalid {
+		return unattributable(name, s.Where(), err)
+	}
 	if err != nil || !found {
 		return err
 	}

@@ -86,9 +86,12 @@ func commit(r *Root, dir string, now func() time.Time, cache *hashCache) (gpuwar
 	if !info.IsDir() {
 		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: not a directory", dir)
 	}
+	// The name is checked before any hashing: it travels to the store, to
+	// other boxes and, through {resume}, into the job's shell, so only
+	// gpuwarden's strict form is ever committed.
 	base := path.Base(rel)
-	if strings.HasPrefix(base, ".") {
-		return gpuwarden.Checkpoint{}, gpuwarden.Errorf(gpuwarden.EInvalid, "commit checkpoint %s: give the checkpoint a plain directory name", dir)
+	if err := gpuwarden.CheckCheckpointFolder(base); err != nil {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
 
 	files, subdirs, err := r.hashTree(rel, cache)
@@ -103,7 +106,10 @@ func commit(r *Root, dir string, now func() time.Time, cache *hashCache) (gpuwar
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
 	}
-	name := fmt.Sprintf("%06d-%s", seq, base)
+	name, err := gpuwarden.CommittedCheckpointName(int64(seq), base)
+	if err != nil {
+		return gpuwarden.Checkpoint{}, fmt.Errorf("commit checkpoint %s: %w", dir, err)
+	}
 	target := CommittedDir + "/" + name
 	cp := gpuwarden.Checkpoint{
 		Name:      name,
@@ -221,18 +227,15 @@ func (r *Root) lock() (func(), error) {
 	}, nil
 }
 
-// seqOf reads the sequence prefix of a committed name, -1 when it has none:
-// only names with one are gpuwarden's.
+// seqOf reads the sequence number of a committed name, -1 for a name
+// gpuwarden does not write (gpuwarden.ParseCheckpointName): only names of
+// that form are chosen, resumed or pruned.
 func seqOf(name string) int {
-	digits, rest, ok := strings.Cut(name, "-")
-	if !ok || len(digits) < 6 || rest == "" {
+	seq, _, ok := gpuwarden.ParseCheckpointName(name)
+	if !ok {
 		return -1
 	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
+	return int(seq)
 }
 
 func (r *Root) nextSeq() (int, error) {
@@ -286,6 +289,11 @@ func (r *Root) validate(name string, cache *hashCache) (gpuwarden.Checkpoint, er
 	if err != nil {
 		return gpuwarden.Checkpoint{}, fmt.Errorf("read manifest: %w", err)
 	}
+	// A size over the bound is refused before a byte of it is read.
+	if info, err := f.Stat(); err == nil && info.Size() > maxManifest {
+		f.Close()
+		return gpuwarden.Checkpoint{}, fmt.Errorf("manifest.json is over %d bytes", maxManifest)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
 	f.Close()
 	if err != nil {
@@ -337,7 +345,7 @@ func (r *Root) validate(name string, cache *hashCache) (gpuwarden.Checkpoint, er
 }
 
 // maxManifest bounds a manifest read: one of a million files is some 150 MB.
-const maxManifest = 1 << 28
+const maxManifest = manifest.MaxSize
 
 // entry is one checkpoint gpuwarden committed under committed/.
 type entry struct {
@@ -346,9 +354,10 @@ type entry struct {
 }
 
 // entries lists the checkpoints gpuwarden committed, oldest first: real
-// directories whose name carries a sequence number. Anything else in
-// committed/ (a folder a person put there, a symlink, a prune in progress)
-// is not gpuwarden's and is never chosen, pruned or deleted.
+// directories whose name has the form gpuwarden.ParseCheckpointName reads.
+// Anything else in committed/ (a folder a person put there, a name with a
+// shell's metacharacters, a symlink, a prune in progress) is not
+// gpuwarden's and is never chosen, pruned or deleted.
 func (r *Root) entries() ([]entry, error) {
 	des, err := r.readDir(CommittedDir)
 	if err != nil {
@@ -369,6 +378,27 @@ func (r *Root) entries() ([]entry, error) {
 		return out[i].name < out[j].name
 	})
 	return out, nil
+}
+
+// foreign lists the entries of committed/ that are not gpuwarden's
+// checkpoints, for a warning: they are never resumed, and a person may
+// wonder why. Hidden entries (a prune or a pull in progress) are
+// gpuwarden's own and left out.
+func (r *Root) foreign() []string {
+	des, err := r.readDir(CommittedDir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range des {
+		if strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		if !d.IsDir() || seqOf(d.Name()) < 0 {
+			out = append(out, d.Name())
+		}
+	}
+	return out
 }
 
 // List returns the committed checkpoints oldest first, each fully validated;

@@ -148,15 +148,33 @@ func (r *Root) noSymlinks(rel string) error {
 // errSymlink marks a path refused because a component is a symlink.
 var errSymlink = errors.New("symlinks are not followed below the checkpoint root")
 
+// errNotRegular marks a FIFO, device or socket where a file belongs.
+var errNotRegular = errors.New("not a regular file")
+
 // openFile opens a regular file beneath the root for reading without
-// following any symlink on the way.
+// following any symlink on the way. O_NONBLOCK and an fstat refuse a FIFO
+// or a device without waiting on it: a FIFO where a manifest belongs would
+// otherwise hold the supervisor in open(2) before the job ever starts.
 func (r *Root) openFile(rel string) (*os.File, error) {
 	fd, err := unix.Openat2(r.dirfd, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	switch {
 	case err == nil:
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, &fs.PathError{Op: "fstat", Path: rel, Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: errNotRegular}
+		}
+		if err := unix.SetNonblock(fd, false); err != nil {
+			unix.Close(fd)
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+		}
 		return os.NewFile(uintptr(fd), r.abs(rel)), nil
 	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
 		// No openat2 (Linux < 5.6), or a container's seccomp filter refuses it.
@@ -179,7 +197,10 @@ func (r *Root) openFileWalk(rel string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.fs.Open(rel)
+	if !before.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: errNotRegular}
+	}
+	f, err := r.fs.OpenFile(rel, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ const (
 	EnvAttempt = "GPUWARDEN_ATTEMPT"
 	// ResumePlaceholder in an argument becomes the resume path, or the
 	// empty string on a fresh start, so "--resume={resume}" becomes "--resume=".
+	// In the script of sh -c (bash -c, …) the path is shell-quoted where it
+	// needs to be: see substituteResume.
 	ResumePlaceholder = "{resume}"
 )
 
@@ -258,6 +260,9 @@ func (s *Supervisor) Run(ctx context.Context, notices <-chan gpuwarden.Notice) (
 	} else if len(killed) > 0 {
 		c.Log.Warn("ended processes a killed supervisor left behind", "pids", killed)
 	}
+	for _, name := range root.foreign() {
+		c.Log.Warn("not a checkpoint gpuwarden wrote; never resumed", "name", fmt.Sprintf("%q", name), "in", root.abs(CommittedDir))
+	}
 	r := &runner{c: &c, root: root, cache: newHashCache(), notices: notices, commitCh: make(chan struct{}, 1)}
 	r.events = newNoticeBook(&c)
 	if c.Store != nil {
@@ -458,6 +463,9 @@ func (r *runner) attempt(ctx context.Context, n int) (a gpuwarden.Attempt, end e
 	if ok {
 		resume = cp.Path
 		a.ResumedFrom = cp.Name
+	}
+	if n == 1 && r.sync != nil {
+		r.sync.resumed(a.ResumedFrom)
 	}
 	argv := substituteResume(c.Argv, resume)
 	env := jobEnv(c.Env, map[string]string{
@@ -890,14 +898,6 @@ func startError(n int, err error) error {
 		return (&gpuwarden.Error{Code: gpuwarden.EInvalid, Message: msg, Err: err}).WithHint("check the command after --: it must be an executable on PATH or a path")
 	}
 	return fmt.Errorf("%s: %w", msg, err)
-}
-
-func substituteResume(argv []string, resume string) []string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = strings.ReplaceAll(a, ResumePlaceholder, resume)
-	}
-	return out
 }
 
 // jobEnv is this process's environment, then extra, then set, a later

@@ -2,8 +2,10 @@ package supervise
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -32,12 +34,47 @@ func newSyncTracker(c *Supervisor, root *Root) *syncTracker {
 	return &syncTracker{c: c, root: root, rep: gpuwarden.SyncReport{Target: c.Store.Where()}}
 }
 
+// maxRestoreSkipped bounds the skipped checkpoints a report keeps; the log
+// names every one.
+const maxRestoreSkipped = 32
+
+// stored is a checkpoint of the store with the sequence number of its name.
+type stored struct {
+	gpuwarden.Checkpoint
+	seq int64
+}
+
+// newer orders checkpoints as the restore does: by the sequence number in
+// the name, because the supervisor numbers checkpoints in the order the job
+// wrote them, while commit times come from the clocks of different boxes
+// (one a day ahead once made the next box resume step 20 with step 60
+// stored), so a commit time is information, never an order. Two histories
+// that both reached a sequence number tie-break by name, the order in which
+// the box's own resume (Root.entries) would take them, so that what is
+// restored is what is resumed; the same name on the box and in the store is
+// this box's checkpoint, never newer.
+func newer(a, b stored) bool {
+	if a.seq != b.seq {
+		return a.seq > b.seq
+	}
+	return a.Name > b.Name
+}
+
 // begin brings the box and the store together before the first attempt:
 // a box without a valid checkpoint, or with an older one than the store's,
 // pulls the newest one that verifies; a newest local checkpoint the store
 // lacks (a sync that failed last time) is uploaded now. A store that cannot
-// be listed stops a box that has nothing to resume from, because starting
-// over would silently redo work the store may hold.
+// be listed, or stops answering during the restore, stops a box that has
+// nothing to resume from, because starting over would silently redo work
+// the store may hold.
+//
+// The candidates are gpuwarden's checkpoints (gpuwarden.ParseCheckpointName)
+// newest first by sequence. A stored name gpuwarden does not write is never
+// pulled: it would become a directory here and, through {resume}, a word in
+// the job's shell. A candidate the resume would reject (a manifest listing
+// no file), or whose pull fails or does not verify, is skipped with its
+// reason and the next one is tried; the report names the one restored, or
+// none, and every one skipped.
 func (s *syncTracker) begin(ctx context.Context) error {
 	c := s.c
 	local, haveLocal, _, err := s.root.newest()
@@ -45,8 +82,11 @@ func (s *syncTracker) begin(ctx context.Context) error {
 		return fmt.Errorf("supervise: %w", err)
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
-	remote, err := c.Store.List(lctx)
+	listed, err := c.Store.List(lctx)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("supervise: list %s: %w", c.Store.Where(), ctx.Err())
+	}
 	if err != nil {
 		if !haveLocal {
 			return (&gpuwarden.Error{Code: gpuwarden.ErrorCodeOf(err), Message: "list " + c.Store.Where(), Err: err}).
@@ -56,39 +96,107 @@ func (s *syncTracker) begin(ctx context.Context) error {
 		s.failed(local.Name, err)
 		return nil
 	}
-	if !haveLocal || (len(remote) > 0 && remote[len(remote)-1].Committed.After(local.Committed)) {
-		for i := len(remote) - 1; i >= 0; i-- {
-			if haveLocal && !remote[i].Committed.After(local.Committed) {
-				break
-			}
-			pctx, cancel := context.WithTimeout(ctx, c.SyncTimeout)
-			cp, err := c.Store.Pull(pctx, remote[i].Name, s.root.abs(CommittedDir))
-			cancel()
-			if err != nil {
-				c.Log.Warn("skip a stored checkpoint that does not verify", "checkpoint", remote[i].Name, "err", err)
+	remote := s.candidates(listed)
+	here := stored{Checkpoint: local, seq: int64(seqOf(local.Name))}
+	for _, cand := range remote {
+		if haveLocal && !newer(cand, here) {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("supervise: restore from %s: %w", c.Store.Where(), err)
+		}
+		if len(cand.Files) == 0 {
+			s.skip(cand.Name, "its manifest lists no files, so nothing in it can be verified or resumed")
+			continue
+		}
+		c.Log.Debug("restoring a checkpoint from the store", "checkpoint", cand.Name, "step", cand.Step, "bytes", cand.Bytes, "from", c.Store.Where())
+		pctx, cancel := context.WithTimeout(ctx, c.SyncTimeout)
+		cp, err := c.Store.Pull(pctx, cand.Name, s.root.abs(CommittedDir))
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("supervise: restore %s from %s: %w", cand.Name, c.Store.Where(), ctx.Err())
+		}
+		if err != nil {
+			c.Log.Warn("skip a stored checkpoint that does not verify", "checkpoint", cand.Name, "err", err)
+			s.skip(cand.Name, err.Error())
+			if !errors.Is(err, context.DeadlineExceeded) {
 				continue
 			}
-			c.Log.Info("restored the newest checkpoint", "checkpoint", cp.Name, "step", cp.Step, "from", c.Store.Where())
-			s.rep.Restored = cp.Name
-			s.durable(cp, remote[i].Committed)
+			// The store stopped answering within --sync-timeout (a hung
+			// mount): the older ones would hang as long, each.
+			if !haveLocal {
+				return (&gpuwarden.Error{Code: gpuwarden.EUnavailable, Message: "restore " + cand.Name + " from " + c.Store.Where(), Err: err}).
+					WithHint("this box has no checkpoint, and the store stopped answering: starting now could redo work it holds; fix the store, raise --sync-timeout, or run without --sync to start over")
+			}
+			c.Log.Warn("the store stopped answering; resuming from this box's checkpoint", "store", c.Store.Where(), "checkpoint", local.Name)
+			break
+		}
+		c.Log.Info("restored the newest checkpoint", "checkpoint", cp.Name, "step", cp.Step, "from", c.Store.Where())
+		s.mu.Lock()
+		s.rep.Restored = cp.Name
+		s.mu.Unlock()
+		s.durable(cp, cand.Committed)
+		return nil
+	}
+	for _, r := range remote {
+		if haveLocal && r.Name == local.Name && sameFiles(r.Checkpoint, local) {
+			s.durable(local, r.Committed)
 			return nil
 		}
 	}
-	for i := len(remote) - 1; i >= 0; i-- {
-		if haveLocal && remote[i].Name == local.Name && sameFiles(remote[i], local) {
-			s.durable(local, remote[i].Committed)
-			return nil
+	for _, r := range remote {
+		if len(r.Files) > 0 {
+			s.durable(r.Checkpoint, r.Committed)
+			break
 		}
-	}
-	if len(remote) > 0 {
-		newest := remote[len(remote)-1]
-		s.durable(newest, newest.Committed)
 	}
 	if haveLocal {
 		c.Log.Info("the store lacks this box's newest checkpoint; uploading it", "checkpoint", local.Name)
 		s.push(local)
 	}
 	return nil
+}
+
+// candidates keeps the listed checkpoints gpuwarden wrote, newest first;
+// every other name is logged, quoted, and reported as skipped.
+func (s *syncTracker) candidates(listed []gpuwarden.Checkpoint) []stored {
+	var out []stored
+	for _, cp := range listed {
+		seq, _, ok := gpuwarden.ParseCheckpointName(cp.Name)
+		if !ok {
+			s.c.Log.Warn("not a checkpoint gpuwarden wrote; never restored", "name", fmt.Sprintf("%q", cp.Name), "store", s.c.Store.Where())
+			s.skip(cp.Name, "not a name gpuwarden writes (SEQUENCE-folder, letters, digits, dots, dashes and underscores only)")
+			continue
+		}
+		out = append(out, stored{Checkpoint: cp, seq: seq})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return newer(out[i], out[j]) })
+	return out
+}
+
+// skip records a stored checkpoint the restore passed over.
+func (s *syncTracker) skip(name, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.rep.RestoreSkipped) < maxRestoreSkipped {
+		s.rep.RestoreSkipped = append(s.rep.RestoreSkipped, gpuwarden.RestoreSkip{Checkpoint: name, Reason: reason})
+	}
+}
+
+// resumed checks the first attempt's resume against the restore, so that
+// the report never says "restored" for a checkpoint the job did not start
+// from.
+func (s *syncTracker) resumed(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rep.Restored == "" || s.rep.Restored == name {
+		return
+	}
+	s.c.Log.Warn("the restored checkpoint was not the one resumed", "restored", s.rep.Restored, "resumed", name)
+	if len(s.rep.RestoreSkipped) < maxRestoreSkipped {
+		s.rep.RestoreSkipped = append(s.rep.RestoreSkipped, gpuwarden.RestoreSkip{Checkpoint: s.rep.Restored, Reason: "pulled, but the resume chose " + fmt.Sprintf("%q", name)})
+	}
+	s.rep.Restored = ""
 }
 
 // push uploads one committed checkpoint and records the outcome; with
@@ -154,6 +262,7 @@ func (s *syncTracker) snapshot(newest string) gpuwarden.SyncReport {
 	rep := s.rep
 	rep.Failures = slices.Clone(rep.Failures)
 	rep.RemotePruned = slices.Clone(rep.RemotePruned)
+	rep.RestoreSkipped = slices.Clone(rep.RestoreSkipped)
 	if rep.NewestDurable != nil {
 		d := *rep.NewestDurable
 		rep.NewestDurable = &d

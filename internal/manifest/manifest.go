@@ -155,10 +155,17 @@ func Verify(cp gpuwarden.Checkpoint) error {
 	return nil
 }
 
+// MaxSize bounds every manifest read, from a box or a store: one of a
+// million files is some 150 MB, and anything larger is not one of ours. A
+// manifest is read whole into memory, so without the bound a 2 GiB sparse
+// manifest.json in a store cost 4 GB of memory on every start.
+const MaxSize = 1 << 28
+
 // Read loads dir/manifest.json and sets Path to dir, because a
 // manifest never records where it lives: the directory may have moved.
+// It reads at most MaxSize bytes, and only from a regular file.
 func Read(dir string) (gpuwarden.Checkpoint, error) {
-	data, err := os.ReadFile(filepath.Join(dir, Name))
+	data, err := ReadFileCapped(filepath.Join(dir, Name))
 	if err != nil {
 		return gpuwarden.Checkpoint{}, FileError("read manifest", dir, err)
 	}
@@ -268,14 +275,110 @@ func CheckFilePath(p string) error {
 	return nil
 }
 
-// HashFile returns the size and hex sha256 of the file at p.
+// HashFile returns the size and hex sha256 of the regular file at p.
 func HashFile(p string) (int64, string, error) {
-	f, err := os.Open(p)
+	f, _, err := OpenRegular(p)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
 	return Sum(f, p, false)
+}
+
+// OpenRegular opens p for reading only when it is a regular file: the open
+// neither follows a symlink in the last element nor waits for a FIFO's
+// writer or a device (O_NOFOLLOW|O_NONBLOCK), and fstat decides. A FIFO
+// planted where a checkpoint file belongs once held `run` before its job
+// started until SIGKILL. An Lstat first keeps a device from being opened at
+// all, since opening some (a tape, a watchdog) acts.
+func OpenRegular(p string) (*os.File, fs.FileInfo, error) {
+	if st, err := os.Lstat(p); err != nil {
+		return nil, nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, nil, NotRegular(p, st.Mode())
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil, NotRegular(p, fs.ModeSymlink)
+		}
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, NotRegular(p, st.Mode())
+	}
+	return f, st, nil
+}
+
+// ReadFileCapped reads the regular file at p, which must hold at most
+// MaxSize bytes: the size is checked before reading and the read stops one
+// byte past it, for a file that grows meanwhile.
+func ReadFileCapped(p string) ([]byte, error) {
+	f, st, err := OpenRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st.Size() > MaxSize {
+		return nil, TooLarge(p, st.Size())
+	}
+	return ReadCapped(f, p)
+}
+
+// ReadCapped reads r to its end, failing once it yields more than MaxSize
+// bytes; it never holds more than MaxSize+1 of them.
+func ReadCapped(r io.Reader, p string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSize {
+		return nil, TooLarge(p, int64(len(data)))
+	}
+	return data, nil
+}
+
+// TooLarge is the error for a manifest over MaxSize bytes; size is what
+// was seen, which for a read cut off is MaxSize+1.
+func TooLarge(p string, size int64) error {
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is %d bytes or more, over the %d a manifest may have", p, size, MaxSize).
+		WithHint("gpuwarden never writes a manifest that large; remove or replace the checkpoint that holds it")
+}
+
+// NotRegular is the error for a FIFO, device, socket, symlink or directory
+// where a checkpoint's regular file belongs: reading one can block forever
+// or vouch for bytes outside the checkpoint.
+func NotRegular(p string, mode fs.FileMode) error {
+	kind := "a " + mode.Type().String()
+	switch t := mode.Type(); {
+	case t&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case t&fs.ModeSymlink != 0:
+		kind = "a symlink"
+	case t&fs.ModeDevice != 0:
+		kind = "a device"
+	case t&fs.ModeSocket != 0:
+		kind = "a socket"
+	case t.IsDir():
+		kind = "a directory"
+	}
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "%s is %s, not a regular file", p, kind).
+		WithHint("checkpoints hold only regular files, and gpuwarden writes no other kind; whoever put it there must replace it with the real file")
+}
+
+// SizeExceeded is the error for a copy that brought more bytes of f than
+// its manifest lists: the copy stops one byte past the size, so a store
+// file far larger than its manifest (a 1 GiB sparse file listed as 256
+// KiB) never fills the box's disk.
+func SizeExceeded(f gpuwarden.ManifestFile) error {
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "%s holds more than the %d bytes its manifest lists; the copy stopped there", f.Path, f.Size).
+		WithHint("the stored copy is not the checkpoint that was pushed; use an older checkpoint or push this one again from a good copy")
 }
 
 // Sum reads f (opened from path p) to its end and returns the bytes read and
