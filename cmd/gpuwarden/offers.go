@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/gpuwarden/gpuwarden/internal/textsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -190,9 +191,9 @@ func offersCSV(w io.Writer, offers []gpuwarden.Offer) error {
 		return m.String()
 	}
 	for _, o := range offers {
-		_ = cw.Write([]string{o.Provider, o.Region, o.Country, o.Instance, o.GPU, trimFloat(o.GPUCount), trimFloat(o.VRAMGBPerGPU),
+		_ = cw.Write(textsafe.CSVRecord([]string{o.Provider, o.Region, o.Country, o.Instance, o.GPU, trimFloat(o.GPUCount), trimFloat(o.VRAMGBPerGPU),
 			strconv.Itoa(o.VCPUs), trimFloat(o.RAMGB), string(o.Currency), blank(o.OnDemandHourly), blank(o.SpotHourly),
-			blank(o.Monthly), o.AsOf, o.Source})
+			blank(o.Monthly), o.AsOf, o.Source}))
 	}
 	cw.Flush()
 	return cw.Error()

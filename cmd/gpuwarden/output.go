@@ -16,6 +16,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/internal/codepages"
+	"github.com/gpuwarden/gpuwarden/internal/textsafe"
 	"github.com/spf13/cobra"
 )
 
@@ -155,7 +156,14 @@ func newTable(w io.Writer) *table {
 	return t
 }
 
-func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+// row adds a line; each cell is made safe for a terminal (a catalog's
+// text may hold escape sequences, and a tab would shift the columns).
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = textsafe.Terminal(c, false)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
 
 func (t *table) flush() error {
 	if err := t.tw.Flush(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/config"
+	"github.com/gpuwarden/gpuwarden/internal/textsafe"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/spf13/cobra"
 )
@@ -313,7 +314,9 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 	}
 	v.findings(&b)
 	v.exclusions(&b)
-	_, err := io.WriteString(w, b.String())
+	// Offers carry third-party text (a source, a GPU name): nothing in it
+	// may reach the terminal as an escape sequence.
+	_, err := io.WriteString(w, textsafe.Terminal(b.String(), true))
 	return err
 }
 
@@ -516,7 +519,7 @@ func (v planView) csv(w io.Writer) error {
 			strconv.FormatFloat(o.GPUCount, 'f', -1, 64), c.Billing.String(), string(v.Currency), c.Rate.String(),
 			amounts[0].Decimal(), amounts[1].Decimal(), amounts[2].Decimal(), amounts[3].Decimal(), amounts[4].Decimal(),
 			c.Total.Decimal(), perResult, unit, o.AsOf, o.Source}
-		if err := cw.Write(rec); err != nil {
+		if err := cw.Write(textsafe.CSVRecord(rec)); err != nil {
 			return err
 		}
 	}
@@ -544,8 +547,8 @@ func (v planView) markdown(w io.Writer, limit int) error {
 		fmt.Fprintln(&b, "|--:|---|---|---|---|--:|--:|--:|--:|")
 		for _, c := range v.shown(limit) {
 			compute, idle, data := columns(c)
-			fmt.Fprintf(&b, "| %d | %s | %s %s %s | %s | %s | %s | %s | %s | %s |\n", c.Rank, c.Role,
-				c.Offer.Provider, c.Offer.Region, c.Offer.Instance, gpus(c.Offer), c.Billing,
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Rank, c.Role,
+				textsafe.MarkdownCell(c.Offer.Provider+" "+c.Offer.Region+" "+c.Offer.Instance), textsafe.MarkdownCell(gpus(c.Offer)), c.Billing,
 				v.money(compute), v.money(idle), v.money(data), v.money(c.Total))
 		}
 	}
@@ -567,7 +570,7 @@ func (v planView) markdown(w io.Writer, limit int) error {
 			i++
 		}
 	}
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, textsafe.Terminal(b.String(), true))
 	return err
 }
 

@@ -107,7 +107,11 @@ func TestPlanTargetsLaunchAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the targets block does not parse back: %v\n%s", err, r.stdout)
 	}
-	if len(cfg.Targets) != 3 || cfg.Targets[0].Provider != "lambda" || cfg.Targets[1].Provider != "aws" || cfg.Targets[2].Region != "Germany" {
+	places := map[string]bool{}
+	for _, tg := range cfg.Targets {
+		places[tg.Provider+" "+tg.Region] = true
+	}
+	if len(cfg.Targets) != 3 || !places["lambda us-east-1"] || !places["aws us-east-1"] || !places["vast Germany"] {
 		t.Fatalf("targets parsed back: %+v", cfg.Targets)
 	}
 
@@ -157,4 +161,38 @@ func gwCmd(dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	return cmd
+}
+
+// TestCatalogTextIsEscapedForEachOutput is issue #32 item 6: a catalog's
+// free text (its source column) with an escape sequence, a spreadsheet
+// formula and a | reaches no terminal, spreadsheet or markdown table as
+// it is.
+func TestCatalogTextIsEscapedForEachOutput(t *testing.T) {
+	root := repoRoot(t)
+	work := t.TempDir()
+	prices := writeFile(t, filepath.Join(work, "prices.csv"),
+		"provider,region,instance,gpu,gpu_count,vram_gb_per_gpu,currency,on_demand_hourly,source\n"+
+			"aws,us-east-1,g6.xlarge,L4,1,24,USD,0.40,\"\x1b[2J\x1b[31mred|cell\"\n"+
+			"aws,us-east-1,g5.xlarge,A10G,1,24,USD,0.50,\"=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"\n")
+	table := gw(t, work, "offers", "--no-embedded", "--catalog", prices)
+	if table.code != 0 || strings.Contains(table.stdout, "\x1b") {
+		t.Errorf("offers table: exit %d, an escape reaches the terminal:\n%q", table.code, table.stdout)
+	}
+	csvOut := gw(t, work, "offers", "--no-embedded", "--catalog", prices, "-o", "csv")
+	if !strings.Contains(csvOut.stdout, `'=HYPERLINK(`) {
+		t.Errorf("offers -o csv keeps a formula a spreadsheet would run:\n%s", csvOut.stdout)
+	}
+	plan := filepath.Join(root, "examples", "qlora-7b.yaml")
+	planTable := gw(t, work, "plan", plan, "--no-embedded", "--catalog", prices)
+	if strings.Contains(planTable.stdout, "\x1b") || !strings.Contains(planTable.stdout, `source: \x1b[2J\x1b[31mred|cell`) {
+		t.Errorf("plan's table carries an escape sequence to the terminal, or hides the source:\n%q", planTable.stdout)
+	}
+	planCSV := gw(t, work, "plan", plan, "--no-embedded", "--catalog", prices, "-o", "csv")
+	if !strings.Contains(planCSV.stdout, `'=HYPERLINK(`) || strings.Contains(planCSV.stdout, ",=HYPERLINK(") {
+		t.Errorf("plan -o csv keeps a formula a spreadsheet would run:\n%s", planCSV.stdout)
+	}
+	md := gw(t, work, "plan", plan, "--no-embedded", "--catalog", prices, "-o", "md")
+	if strings.Contains(md.stdout, "\x1b") {
+		t.Errorf("plan -o md carries an escape sequence:\n%q", md.stdout)
+	}
 }
