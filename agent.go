@@ -254,7 +254,20 @@ type IdleState struct {
 	WindowSeconds float64   `json:"window_seconds"`
 	StopAt        time.Time `json:"stop_at,omitempty"`
 	DryRun        bool      `json:"dry_run"`
+	// Rule says what idle means on this box: IdleRuleGPUs where the GPUs
+	// can be read, IdleRuleHost where they cannot (no driver, or GPUs that
+	// do not answer) and the host must be quiet too; IdleRuleOff when the
+	// idle stop is off, with OffWhy.
+	Rule   string `json:"rule"`
+	OffWhy string `json:"off_why,omitempty"`
 }
+
+// The idle rules.
+const (
+	IdleRuleGPUs = "gpus"
+	IdleRuleHost = "host-quiet"
+	IdleRuleOff  = "off"
+)
 
 // BudgetState is the month's spend against the plan's limit.
 type BudgetState struct {
@@ -299,6 +312,9 @@ type AgentStatus struct {
 	// Warnings are what the agent cannot see and says so: no Xid source,
 	// telemetry lost.
 	Warnings []string `json:"warnings,omitempty"`
+	// Stop is the idle stop: its method, whether it ends the bill here and
+	// was proven, and once it ran, what the provider answered.
+	Stop *StopReport `json:"stop,omitempty"`
 }
 
 // TelemetryState is whether the GPUs answer: after a few failed samples in

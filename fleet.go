@@ -21,13 +21,61 @@ const (
 const AllProjects = "*"
 
 // Node states an agent reports in its heartbeat. A node whose heartbeats
-// stopped without "stopped" is lost: it may still be billing.
+// stopped without "stopped" is lost: it may still be billing. "stopped"
+// means the provider confirmed a state that does not bill compute; a box
+// whose stop was only accepted says NodeStopRequested, and one powered off
+// where that keeps billing says NodePoweredOffStillBilling (stop.go).
 const (
 	NodeRunning  = "running"
 	NodeStopping = "stopping"
 	NodeStopped  = "stopped"
 	NodeLost     = "lost"
+	// NodeGone is a node a person marked gone (`gpuwarden node gone`):
+	// it no longer accrues spend and is no orphan.
+	NodeGone = "gone"
+	// NodeAgentStopped is the goodbye of an agent that was stopped while
+	// the box was not shutting down: the box may well run on and bill.
+	NodeAgentStopped = "agent-stopped"
 )
+
+// Billing reports whether a node in state still bills its compute rate:
+// running, stopping, lost (nobody knows), a stop only requested, and a
+// power-off where that bills all do.
+func Billing(state string) bool {
+	switch state {
+	case NodeStopped, NodeGone:
+		return false
+	}
+	return true
+}
+
+// StopReport is the idle stop of a box as its agent knows it: how it
+// would stop and whether that was proven, and after the stop, what the
+// provider answered and what the box still costs. The heartbeat carries
+// it, so that the fleet server shows "azure deallocate, proven 2 min ago"
+// or that a stop would not end the bill, and keeps a stopped box's spend
+// growing at the rate that still bills.
+type StopReport struct {
+	// Method is the stop in force (StopAzureDeallocate …; StopCommand for
+	// --stop-command).
+	Method string `json:"method"`
+	// StopsBilling says whether Method ends compute billing on this
+	// provider (StopsComputeBilling); Why says why or why not.
+	StopsBilling bool   `json:"stops_billing"`
+	Why          string `json:"why,omitempty"`
+	// Proof is the last check of the stop path, nil before the first.
+	Proof *StopProof `json:"proof,omitempty"`
+	// Outcome is the stop, once it ran.
+	Outcome *StopOutcome `json:"outcome,omitempty"`
+	// StillBillsHourly is what the box costs an hour once stopped: its
+	// whole rate where the stop leaves compute billing, else what the
+	// provider bills on (StillBills), priced where known.
+	StillBillsHourly Micros   `json:"still_bills_hourly"`
+	Currency         Currency `json:"currency,omitempty"`
+	StillBills       []string `json:"still_bills,omitempty"`
+	// Fix is what would make the stop end the bill, when it does not.
+	Fix string `json:"fix,omitempty"`
+}
 
 // Project is a team's share of the fleet, with its monthly budget.
 type Project struct {
@@ -135,6 +183,9 @@ type Heartbeat struct {
 	GPUUtil   float64   `json:"gpu_util"`
 	IdleSince time.Time `json:"idle_since,omitzero"`
 	Diagnosis string    `json:"diagnosis,omitempty"`
+	// Stop is the box's idle stop: proven or not, and once it ran, the
+	// provider's answer (the last heartbeat of a box that stopped itself).
+	Stop *StopReport `json:"stop,omitempty"`
 }
 
 // NodeMinute is one minute of a node's samples, averaged: what spend,

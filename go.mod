@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/NVIDIA/go-nvml v0.12.9-0
+	github.com/aws/aws-sdk-go-v2 v1.41.5
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/ebitengine/purego v0.11.3
@@ -29,6 +30,7 @@ require (
 )
 
 require (
+	github.com/aws/smithy-go v1.24.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect

@@ -47,6 +47,12 @@ type OnHours struct {
 	// each session leaves one idle window on the bill (default: one per 8
 	// working hours, a working day).
 	SessionsPerMonth float64 `yaml:"sessions_per_month,omitempty" json:"sessions_per_month"`
+	// Stop is how the agent stops the box (idle, off-hours, budget): one
+	// of StopModes; auto (the default) is what ends the provider's bill.
+	Stop string `yaml:"stop,omitempty" json:"stop,omitempty"`
+	// StopCommand is the user's own stop, for stop: command (`up
+	// --stop-command`); a command that powers the OS off is an OS shutdown.
+	StopCommand string `yaml:"stop_command,omitempty" json:"stop_command,omitempty"`
 }
 
 // Data is what the work moves and keeps each month.

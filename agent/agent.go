@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -34,8 +33,8 @@ type Config struct {
 	OffHours *Schedule
 	// DiagnosisWindow is the span diagnosis looks at (default 10 min).
 	DiagnosisWindow time.Duration
-	// StopCommand stops the box (default shutdown -h now).
-	StopCommand []string
+	// Stop is how the box stops and what that does to its bill.
+	Stop StopConfig
 	// DryRun logs the stop action instead of running it.
 	DryRun bool
 }
@@ -48,9 +47,8 @@ type Agent struct {
 	ledger gpuwarden.Ledger
 	notify gpuwarden.Notifier
 	log    *slog.Logger
-	// Now and Exec are seams for tests: the clock and the stop-action runner.
-	Now  func() time.Time
-	Exec func(ctx context.Context, argv []string) error
+	// Now is a seam for tests: the clock.
+	Now func() time.Time
 	// Jobs are the jobs `gpuwarden run` supervises, as they report over the socket.
 	Jobs *Jobs
 	// Socket relays notices to supervised jobs; nil when there is none.
@@ -74,6 +72,15 @@ type Agent struct {
 	xidSources   []gpuwarden.XIDSource
 	// simulated survives start, which builds the status afresh.
 	simulated bool
+	// stopReport is the stop's proof and, once it ran, its outcome.
+	stopReport gpuwarden.StopReport
+	// busySig is the kind of reason the box was last logged busy for.
+	busySig string
+	// stopRetryAt is when a stop that failed is tried again; zero when
+	// none failed.
+	stopRetryAt time.Time
+	// ledgerWarnings say the ledger started afresh (LedgerReplaced).
+	ledgerWarnings []string
 }
 
 // New builds an agent; gpus may be nil (the CPU path) and notify may be nil.
@@ -84,24 +91,17 @@ func New(cfg Config, gpus gpuwarden.GPUs, host HostSampler, ledger gpuwarden.Led
 	if cfg.DiagnosisWindow <= 0 {
 		cfg.DiagnosisWindow = 10 * time.Minute
 	}
-	if len(cfg.StopCommand) == 0 {
-		cfg.StopCommand = []string{"shutdown", "-h", "now"}
-	}
+	cfg.Stop.defaults()
 	cfg.Idle.defaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{cfg: cfg, gpus: gpus, host: host, ledger: ledger, notify: notify, log: log,
-		Now: time.Now, Exec: runCommand, Jobs: NewJobs(), startTimeout: 5 * time.Second}
-	return a
-}
-
-func runCommand(ctx context.Context, argv []string) error {
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("run %v: %w: %s", argv, err, out)
+		Now: time.Now, Jobs: NewJobs(), startTimeout: 5 * time.Second, stopReport: cfg.Stop.Report}
+	if a.stopReport.Method == "" {
+		a.stopReport.Method = cfg.Stop.method()
 	}
-	return nil
+	return a
 }
 
 // Run samples and applies the policies every interval until ctx ends.
@@ -251,7 +251,7 @@ func (a *Agent) Tick(ctx context.Context) {
 // warnings are what the agent cannot see, in words for the status and
 // the dashboard.
 func (a *Agent) warnings(t gpuwarden.TelemetryState) []string {
-	var w []string
+	w := append([]string(nil), a.ledgerWarnings...)
 	if t.Lost {
 		w = append(w, fmt.Sprintf("telemetry lost since %s (%d failed samples: %s): idle and budget stops are suspended",
 			t.Since.UTC().Format(time.RFC3339), t.Failures, t.LastError))
@@ -392,6 +392,8 @@ func (a *Agent) Status() gpuwarden.AgentStatus {
 	st.Notices = append([]gpuwarden.Notice(nil), st.Notices...)
 	st.Jobs = a.Jobs.Active()
 	st.Health = append([]gpuwarden.Health(nil), st.Health...)
+	r := a.stopReportLocked()
+	st.Stop = &r
 	return st
 }
 
@@ -428,20 +430,6 @@ func (a *Agent) alert(ctx context.Context, e gpuwarden.Event) bool {
 		}
 	}
 	return true
-}
-
-// stop runs the stop action, or only says so in a dry run.
-func (a *Agent) stop(ctx context.Context, why string) {
-	if a.cfg.DryRun {
-		a.log.Warn("dry run: would stop the box", "command", a.cfg.StopCommand, "why", why)
-		return
-	}
-	a.log.Warn("stopping the box", "command", a.cfg.StopCommand, "why", why)
-	if err := a.Exec(ctx, a.cfg.StopCommand); err != nil {
-		a.log.Error("stop action failed", "err", err)
-		a.alert(ctx, gpuwarden.Event{Kind: "stop-failed", Severity: gpuwarden.SeverityCritical,
-			Message: fmt.Sprintf("the stop action failed: %v", err)})
-	}
 }
 
 // OnNotice handles a cloud notice: an alert worded by what the notice

@@ -74,14 +74,40 @@ func (h *harness) agentWith(gpus gpuwarden.GPUs, cfg Config, host gpuwarden.Host
 	if cfg.Node == "" {
 		cfg.Node = "box-1"
 	}
+	if cfg.Stop.Stopper == nil && cfg.Stop.Report.Method == "" {
+		cfg.Stop = StopConfig{Stopper: &countingStopper{h: h},
+			Report: gpuwarden.StopReport{Method: "test-stop", StopsBilling: true, Why: "the test's stop"}}
+	}
 	a := New(cfg, gpus, &fakeHost{host}, h.ledger, nil, nil)
 	a.startTimeout = 100 * time.Millisecond
 	a.Now = h.clock.now
-	a.Exec = func(context.Context, []string) error { h.stops++; return nil }
 	if err := a.start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
 	return a
+}
+
+// countingStopper counts stops and answers like a provider that confirmed
+// each one; proofs pass unless refuse is set.
+type countingStopper struct {
+	h      *harness
+	refuse error
+	proofs int
+}
+
+func (c *countingStopper) Method() string { return "test-stop" }
+
+func (c *countingStopper) Prove(context.Context) (gpuwarden.StopProof, error) {
+	c.proofs++
+	if c.refuse != nil {
+		return gpuwarden.StopProof{Method: "test-stop", Reason: c.refuse.Error(), Fix: "grant the role"}, c.refuse
+	}
+	return gpuwarden.StopProof{Method: "test-stop", Proven: true, Checked: []string{"the test"}}, nil
+}
+
+func (c *countingStopper) Stop(context.Context) (gpuwarden.StopOutcome, error) {
+	c.h.stops++
+	return gpuwarden.StopOutcome{Method: "test-stop", HTTPStatus: 202, State: "stopped", Billing: gpuwarden.NodeStopped}, nil
 }
 
 func (h *harness) events() []string {
@@ -111,7 +137,7 @@ func TestIdleWarnsThenStops(t *testing.T) {
 		kindsAt = append(kindsAt, strings.Join(h.events(), ","))
 		h.clock.add(time.Second)
 	}
-	want := []string{"", "", "idle-warning", "idle-warning,idle-stop", "idle-warning,idle-stop"}
+	want := []string{"", "", "idle-warning", "idle-warning,idle-stop,box-stopped", "idle-warning,idle-stop,box-stopped"}
 	for i := range want {
 		if kindsAt[i] != want[i] {
 			t.Errorf("after tick %d: events %q, want %q", i, kindsAt[i], want[i])
@@ -136,7 +162,7 @@ func TestBusySignalsKeepTheBoxUp(t *testing.T) {
 		busy string
 	}{
 		{name: "gpu load", spec: "2xH100,load=80", busy: "GPU 0 at 80%"},
-		{name: "ssh session", spec: "1xH100", host: gpuwarden.HostSample{Sessions: 1}, busy: "1 interactive sessions"},
+		{name: "ssh session", spec: "1xH100", host: gpuwarden.HostSample{Sessions: 1}, busy: "1 interactive session"},
 		{name: "busy process", spec: "1xH100", host: gpuwarden.HostSample{Processes: []string{"jupyter-lab", "sshd"}},
 			cfg: func(c *Config) { c.Idle.BusyProcesses = []string{"jupyter"} }, busy: "process jupyter-lab"},
 		{name: "supervised job", spec: "1xH100", job: "train-1", busy: "job train-1 running"},
@@ -323,7 +349,7 @@ func TestOffHoursStopsABusyBox(t *testing.T) {
 		a.Tick(context.Background())
 		h.clock.add(time.Second)
 	}
-	if got := strings.Join(h.events(), ","); got != "offhours-warning,offhours-stop" || h.stops != 1 {
+	if got := strings.Join(h.events(), ","); got != "offhours-warning,offhours-stop,box-stopped" || h.stops != 1 {
 		t.Errorf("events %q, %d stops; want a warning, then one stop", got, h.stops)
 	}
 }

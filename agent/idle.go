@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,16 @@ type IdleConfig struct {
 	URL    string
 	// CheckEvery bounds how often the script and URL run (default 15 s).
 	CheckEvery time.Duration
+	// OffWhy says why the idle stop is off, for the status.
+	OffWhy string
+	// Host thresholds, for a box whose GPUs cannot be read (no driver):
+	// idle then also needs the host under all of them, since a box that
+	// trains on its CPUs, or whose GPUs nobody can see, is not idle for
+	// that (defaults 10 % of all cores, 1 MiB/s of disk, 256 KiB/s of
+	// network).
+	HostCPUPercent float64
+	HostDiskBps    float64
+	HostNetBps     float64
 }
 
 func (c *IdleConfig) defaults() {
@@ -53,6 +64,42 @@ func (c *IdleConfig) defaults() {
 	if c.CheckEvery <= 0 {
 		c.CheckEvery = 15 * time.Second
 	}
+	if c.HostCPUPercent <= 0 {
+		c.HostCPUPercent = 10
+	}
+	if c.HostDiskBps <= 0 {
+		c.HostDiskBps = 1 << 20
+	}
+	if c.HostNetBps <= 0 {
+		c.HostNetBps = 256 << 10
+	}
+}
+
+// hostBusy is why the host is not quiet, for the rule of a box whose GPUs
+// cannot be read.
+func hostBusy(h gpuwarden.HostSample, cfg IdleConfig) []string {
+	var busy []string
+	if h.CPUPercent >= cfg.HostCPUPercent {
+		busy = append(busy, fmt.Sprintf("CPU at %.0f%% (no GPU reading: idle needs a quiet host)", h.CPUPercent))
+	}
+	if d := h.DiskReadBps + h.DiskWriteBps; d >= cfg.HostDiskBps {
+		busy = append(busy, fmt.Sprintf("disk at %.1f MiB/s (no GPU reading: idle needs a quiet host)", d/(1<<20)))
+	}
+	if n := h.NetRxBps + h.NetTxBps; n >= cfg.HostNetBps {
+		busy = append(busy, fmt.Sprintf("network at %.0f KiB/s (no GPU reading: idle needs a quiet host)", n/(1<<10)))
+	}
+	return busy
+}
+
+// idleRule is the rule idleness follows on this box now.
+func (a *Agent) idleRule() string {
+	switch {
+	case a.cfg.Idle.Off:
+		return gpuwarden.IdleRuleOff
+	case a.gpus == nil:
+		return gpuwarden.IdleRuleHost
+	}
+	return gpuwarden.IdleRuleGPUs
 }
 
 // idleClock is when the box became idle; the ledger keeps it so that a
@@ -106,6 +153,10 @@ func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now tim
 	for _, g := range s.GPUs {
 		busy = append(busy, gpuBusy(g, inv[g.Index], cfg.ThresholdPercent)...)
 	}
+	blind := a.gpus == nil
+	if blind {
+		busy = append(busy, hostBusy(s.Host, cfg)...)
+	}
 	if a.telemetryLost() {
 		// Whatever else the sample says, a box whose GPUs stopped answering
 		// is not known to be idle.
@@ -115,7 +166,7 @@ func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now tim
 		busy = append(busy, "job "+j.ID+" "+j.State)
 	}
 	if !cfg.IgnoreSessions && s.Host.Sessions > 0 {
-		busy = append(busy, fmt.Sprintf("%d interactive sessions", s.Host.Sessions))
+		busy = append(busy, plural(s.Host.Sessions, "interactive session", "interactive sessions")+" (--ignore-sessions to let them be)")
 	}
 	for _, p := range cfg.BusyProcesses {
 		for _, name := range s.Host.Processes {
@@ -131,7 +182,7 @@ func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now tim
 	case voteIdle:
 		// A declared idle box is idle whatever the signals say, except
 		// blind: the check cannot vouch for GPUs nobody can read.
-		if !a.telemetryLost() && pending == nil {
+		if !a.telemetryLost() && pending == nil && !blind {
 			return nil
 		}
 	}
@@ -142,12 +193,14 @@ func (a *Agent) busyReasons(ctx context.Context, s gpuwarden.NodeSample, now tim
 // box when the window has passed — never while a job is checkpointing.
 func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time.Time) gpuwarden.IdleState {
 	cfg := a.cfg.Idle
-	st := gpuwarden.IdleState{WindowSeconds: cfg.Window.Seconds(), DryRun: a.cfg.DryRun}
+	st := gpuwarden.IdleState{WindowSeconds: cfg.Window.Seconds(), DryRun: a.cfg.DryRun, Rule: a.idleRule()}
 	if cfg.Off {
+		st.OffWhy = cfg.OffWhy
 		return st
 	}
 	st.Busy = a.busyReasons(ctx, s, now)
 	st.Idle = len(st.Busy) == 0
+	a.logBusyChange(st)
 	since := a.idle.since
 	switch {
 	case !st.Idle:
@@ -189,12 +242,38 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 		}
 		if a.alert(ctx, gpuwarden.Event{Kind: "idle-stop", Severity: gpuwarden.SeverityCritical, Key: "idle-stop-" + period,
 			Message: fmt.Sprintf("%s idle for %s (GPUs under %g%%, no jobs): stopping with %s",
-				a.cfg.Node, cfg.Window, cfg.ThresholdPercent, strings.Join(a.cfg.StopCommand, " "))}) {
+				a.cfg.Node, cfg.Window, cfg.ThresholdPercent, a.cfg.Stop.method())}) || a.stopRetryDue(now) {
 			a.stop(ctx, "idle")
 		}
 	}
 	return st
 }
+
+// logBusyChange logs why the box is busy when it first decides so and
+// whenever the kind of reason changes (a figure changing is not news), and
+// when it turns idle: a user whose own terminal keeps the box busy reads
+// it in the log, not only in the status.
+func (a *Agent) logBusyChange(st gpuwarden.IdleState) {
+	sig := "idle"
+	if !st.Idle {
+		parts := make([]string, len(st.Busy))
+		for i, b := range st.Busy {
+			parts[i] = digitsOut.ReplaceAllString(b, "#")
+		}
+		sig = strings.Join(parts, "\x00")
+	}
+	if sig == a.busySig {
+		return
+	}
+	a.busySig = sig
+	if st.Idle {
+		a.log.Info("the box is idle", "rule", st.Rule, "stops_after", a.cfg.Idle.Window)
+		return
+	}
+	a.log.Info("the box is busy", "because", strings.Join(st.Busy, "; "), "rule", st.Rule)
+}
+
+var digitsOut = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 
 // The votes of the pluggable idle checks.
 const (
@@ -272,6 +351,10 @@ func urlVote(ctx context.Context, url string) int {
 type Jobs struct {
 	mu   sync.Mutex
 	jobs map[string]Job
+	// undurable keeps, past a job's end, its last report whose newest
+	// checkpoint never reached the store: a stop that destroys the box
+	// (Lambda's terminate) would lose it.
+	undurable map[string]Job
 }
 
 // Job is one supervised job's last reported state.
@@ -285,7 +368,7 @@ const (
 )
 
 // NewJobs returns an empty registry.
-func NewJobs() *Jobs { return &Jobs{jobs: map[string]Job{}} }
+func NewJobs() *Jobs { return &Jobs{jobs: map[string]Job{}, undurable: map[string]Job{}} }
 
 // Report records a job's state; done removes it.
 func (j *Jobs) Report(id, state string, now time.Time) {
@@ -310,6 +393,24 @@ func (j *Jobs) Sync(id string, st gpuwarden.SyncReport, now time.Time) {
 	}
 	job.Seen, job.Sync = now, &st
 	j.jobs[id] = job
+	if st.Durable || st.NewestCommitted == "" {
+		delete(j.undurable, id)
+	} else {
+		j.undurable[id] = job
+	}
+}
+
+// Undurable lists the jobs, running or ended, whose newest checkpoint is
+// not in their store, sorted by ID.
+func (j *Jobs) Undurable() []Job {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]Job, 0, len(j.undurable))
+	for _, v := range j.undurable {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Forget removes a job whose supervisor went away.
@@ -339,4 +440,11 @@ func (j *Jobs) Checkpointing() bool {
 		}
 	}
 	return false
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -153,7 +153,7 @@ func (a *Agent) offHoursPolicy(ctx context.Context, now time.Time) {
 		return
 	}
 	if a.alert(ctx, gpuwarden.Event{Kind: "offhours-stop", Severity: gpuwarden.SeverityCritical, Key: "offhours-stop-" + period,
-		Message: fmt.Sprintf("%s is outside its on-hours: stopping with %s", a.cfg.Node, strings.Join(a.cfg.StopCommand, " "))}) {
+		Message: fmt.Sprintf("%s is outside its on-hours: stopping with %s", a.cfg.Node, a.cfg.Stop.method())}) {
 		a.stop(ctx, "off-hours")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,14 @@ type Shipper struct {
 	ShipEvery      time.Duration
 	Now            func() time.Time
 	Log            *slog.Logger
+	// ShuttingDown says whether the OS is shutting down, for the last
+	// heartbeat of an agent that did not stop the box itself (default:
+	// systemd's state is "stopping").
+	ShuttingDown func() bool
+
+	// lastState is the state of the last heartbeat sent: a change (the
+	// box stopped) is sent at once, not at the next HeartbeatEvery.
+	lastState string
 
 	registered bool
 	failures   int
@@ -114,13 +123,15 @@ func (s *Shipper) step(ctx context.Context, now time.Time, nextBeat, nextShip *t
 		s.registered = true
 		s.Log.Info("registered with the fleet server", "node", n.ID, "project", n.Project)
 	}
-	if !now.Before(*nextBeat) {
-		if err := s.Uplink.Heartbeat(ctx, s.heartbeat(gpuwarden.NodeRunning)); err != nil {
+	hb := s.heartbeat(gpuwarden.NodeRunning)
+	if !now.Before(*nextBeat) || hb.State != s.lastState {
+		if err := s.Uplink.Heartbeat(ctx, hb); err != nil {
 			if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
 				s.registered = false // the server lost the node: register again
 			}
 			return fmt.Errorf("heartbeat: %w", err)
 		}
+		s.lastState = hb.State
 		*nextBeat = now.Add(s.HeartbeatEvery)
 	}
 	if !now.Before(*nextShip) {
@@ -143,15 +154,58 @@ func (s *Shipper) farewell() {
 	if err := s.Ship(ctx, s.Now()); err != nil {
 		s.Log.Warn("ship before stopping", "err", err)
 	}
-	if err := s.Uplink.Heartbeat(ctx, s.heartbeat(gpuwarden.NodeStopped)); err != nil {
+	if err := s.Uplink.Heartbeat(ctx, s.goodbye()); err != nil {
 		s.Log.Warn("last heartbeat", "err", err)
 	}
 }
 
+// goodbye is the last heartbeat: what the stop did when the agent stopped
+// the box; else, while the OS shuts down, what an OS shutdown does to this
+// provider's bill (gpuwarden.StopsComputeBilling); else the agent alone
+// stopped and the box may run on.
+func (s *Shipper) goodbye() gpuwarden.Heartbeat {
+	hb := s.heartbeat(gpuwarden.NodeAgentStopped)
+	if hb.State != gpuwarden.NodeAgentStopped {
+		return hb // the agent stopped the box: its outcome says how
+	}
+	shuttingDown := s.ShuttingDown
+	if shuttingDown == nil {
+		shuttingDown = systemStopping
+	}
+	if !shuttingDown() {
+		return hb
+	}
+	stops, why := gpuwarden.StopsComputeBilling(s.Node.Labels.Provider, gpuwarden.StopOSShutdown)
+	out := gpuwarden.StopOutcome{Method: gpuwarden.StopOSShutdown, At: hb.Time, Billing: gpuwarden.NodePoweredOffStillBilling,
+		Detail: "the OS shut down, not by gpuwarden: " + why}
+	if stops {
+		out.Billing = gpuwarden.NodeStopped
+	}
+	if hb.Stop == nil {
+		hb.Stop = &gpuwarden.StopReport{Method: gpuwarden.StopOSShutdown, StopsBilling: stops, Why: why}
+	}
+	hb.Stop.Outcome = &out
+	hb.State = out.Billing
+	return hb
+}
+
+// systemStopping reports whether systemd is shutting the OS down.
+func systemStopping() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, "systemctl", "is-system-running").Output()
+	return strings.TrimSpace(string(out)) == "stopping"
+}
+
+// heartbeat is the box now; state is replaced by the stop's outcome once
+// the agent stopped the box.
 func (s *Shipper) heartbeat(state string) gpuwarden.Heartbeat {
 	st := s.Status()
+	if st.Stop != nil && st.Stop.Outcome != nil && st.Stop.Outcome.Billing != "" && st.Stop.Outcome.Billing != gpuwarden.NodeRunning {
+		state = st.Stop.Outcome.Billing
+	}
 	hb := gpuwarden.Heartbeat{Node: s.Node.ID, Time: s.Now().UTC(), State: state, IdleSince: st.Idle.Since,
-		Diagnosis: st.Diagnosis.Verdict}
+		Diagnosis: st.Diagnosis.Verdict, Stop: st.Stop}
 	// The average is over the GPUs whose utilization is known: a MIG card
 	// or a GPU that did not answer would pull it toward an idle-looking 0.
 	var sum float64

@@ -406,3 +406,48 @@ func (b *shipLog) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestHeartbeatSaysWhatTheStopDid: a heartbeat's state is the provider's
+// answer once the agent stopped the box, and the goodbye of an agent that
+// did not stop it says the box may run on, unless the OS is shutting down,
+// where the provider's OS-shutdown semantics decide (issue #27).
+func TestHeartbeatSaysWhatTheStopDid(t *testing.T) {
+	outcome := func(billing string) *gpuwarden.StopReport {
+		return &gpuwarden.StopReport{Method: gpuwarden.StopAzureDeallocate, StopsBilling: true,
+			Outcome: &gpuwarden.StopOutcome{Method: gpuwarden.StopAzureDeallocate, Billing: billing}}
+	}
+	tests := []struct {
+		name         string
+		provider     string
+		stop         *gpuwarden.StopReport
+		shuttingDown bool
+		beat, bye    string
+	}{
+		{"running, agent stopped", "aws", nil, false, gpuwarden.NodeRunning, gpuwarden.NodeAgentStopped},
+		{"running, OS shutdown on aws", "aws", nil, true, gpuwarden.NodeRunning, gpuwarden.NodeStopped},
+		{"running, OS shutdown on azure", "azure", nil, true, gpuwarden.NodeRunning, gpuwarden.NodePoweredOffStillBilling},
+		{"running, OS shutdown somewhere unknown", "nimbus", nil, true, gpuwarden.NodeRunning, gpuwarden.NodePoweredOffStillBilling},
+		{"deallocated", "azure", outcome(gpuwarden.NodeStopped), true, gpuwarden.NodeStopped, gpuwarden.NodeStopped},
+		{"stop requested", "runpod", outcome(gpuwarden.NodeStopRequested), false, gpuwarden.NodeStopRequested, gpuwarden.NodeStopRequested},
+		{"refused stop", "azure", outcome(gpuwarden.NodeRunning), false, gpuwarden.NodeRunning, gpuwarden.NodeAgentStopped},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			s := h.shipper(&fakeUplink{})
+			s.Node.Labels.Provider = tt.provider
+			s.Status = func() gpuwarden.AgentStatus { return gpuwarden.AgentStatus{Stop: tt.stop} }
+			s.ShuttingDown = func() bool { return tt.shuttingDown }
+			if got := s.heartbeat(gpuwarden.NodeRunning); got.State != tt.beat {
+				t.Errorf("heartbeat state %q, want %q", got.State, tt.beat)
+			}
+			bye := s.goodbye()
+			if bye.State != tt.bye {
+				t.Errorf("goodbye state %q, want %q", bye.State, tt.bye)
+			}
+			if tt.shuttingDown && tt.stop == nil && (bye.Stop == nil || bye.Stop.Outcome == nil || bye.Stop.Outcome.Method != gpuwarden.StopOSShutdown) {
+				t.Errorf("goodbye of an OS shutdown does not say so: %+v", bye.Stop)
+			}
+		})
+	}
+}

@@ -43,9 +43,18 @@ type Socket struct {
 	conns map[net.Conn]*json.Encoder
 }
 
-// ListenSocket opens the socket at path (replacing a stale one) readable by
-// the owner only.
+// ListenSocket opens the socket at path readable by the owner only. A
+// socket a dead agent left is replaced; one that an agent still answers on
+// is a conflict, left alone: removing it sent the live agent's jobs to the
+// newcomer, and the live one stopped the box under them. The data dir's
+// lock (LockDataDir) keeps a second agent from getting this far; this is
+// the check for a socket that another lock does not cover.
 func ListenSocket(path string, jobs *Jobs, log *slog.Logger) (*Socket, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, gpuwarden.Errorf(gpuwarden.EConflict, "an agent answers on the socket %s", path).
+			WithHint("stop that agent first, or give this one its own --data-dir")
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
 	}

@@ -124,6 +124,11 @@ on_hours:
   auto_shutdown_idle_minutes: {{num .IdleMinutes}}
   # sessions_per_month: work sessions, each leaving one idle window on the bill (default work_hours / 8).
   # sessions_per_month: 15
+  # stop: how the agent stops the box: auto (what ends this provider's bill: an OS shutdown on
+  # AWS and GCP, deallocate on Azure, the pod stop on RunPod and Vast), os, api, terminate (Lambda,
+  # which has no stop), or command (stop_command). See gpuwarden up --help for every provider.
+  # stop: auto
+  # stop_command: az vm deallocate --ids /subscriptions/…/virtualMachines/my-vm
 
 # data: what the work moves and keeps each month, in GB.
 # data:

@@ -132,6 +132,13 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 		c.fail("on_hours.auto_shutdown_idle_minutes", fmt.Sprintf("must be at least 0 and less than %d", MaxIdleMinutes),
 			"minutes idle before the box is stopped; 0 turns auto-shutdown off")
 	}
+	if st := p.OnHours.Stop; st != "" && !slices.Contains(gpuwarden.StopModes, st) {
+		c.fail("on_hours.stop", fmt.Sprintf("%q is not a stop mode", st),
+			"one of: "+strings.Join(gpuwarden.StopModes, ", ")+"; auto is what ends the provider's bill")
+	}
+	if p.OnHours.Stop == "command" && strings.TrimSpace(p.OnHours.StopCommand) == "" {
+		c.fail("on_hours.stop_command", "required with stop: command", "the command that stops the box, e.g. az vm deallocate --ids …")
+	}
 	c.nonNegative("on_hours.sessions_per_month", p.OnHours.SessionsPerMonth,
 		"work sessions per month, each ending in one idle window; leave it out for one per 8 work hours")
 

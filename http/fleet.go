@@ -119,6 +119,7 @@ func (s *FleetServer) routes() {
 	api("/api/v1/nodes", methods{"GET": s.listNodes})
 	api("/api/v1/nodes/{id}", methods{"GET": s.getNode})
 	api("/api/v1/nodes/{id}/batch", methods{"POST": s.batch})
+	api("/api/v1/nodes/{id}/gone", methods{"POST": s.markGone})
 	api("/api/v1/events", methods{"GET": s.listEvents})
 	api("/api/v1/projects", methods{"GET": s.listProjects})
 	api("/api/v1/projects/{name}", methods{"PUT": s.putProject})

@@ -7,6 +7,7 @@ import (
 	"math"
 	nethttp "net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,10 +135,9 @@ func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc
 	if err := decode(r, &hb); err != nil {
 		return err
 	}
-	switch hb.State {
-	case gpuwarden.NodeRunning, gpuwarden.NodeStopping, gpuwarden.NodeStopped:
-	default:
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "state %q is not running, stopping or stopped", hb.State)
+	if !agentState(hb.State) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "state %q is not one an agent reports", hb.State).
+			WithHint("use %s", strings.Join(agentStates, ", "))
 	}
 	if !finite(hb.GPUUtil) || hb.GPUUtil < 0 || hb.GPUUtil > 100 || len(hb.Diagnosis) > maxLabelLen {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "gpu_util must be 0–100 and diagnosis at most %d bytes", maxLabelLen)
@@ -154,6 +154,9 @@ func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc
 	if !storableTime(hb.IdleSince) {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "idle_since must lie in the years 0 to 9999 UTC")
 	}
+	if err := validStop(hb.Stop, now); err != nil {
+		return err
+	}
 	if err := s.writableNode(r.Context(), sc, hb.Node); err != nil {
 		return err
 	}
@@ -162,6 +165,87 @@ func (s *FleetServer) heartbeat(w nethttp.ResponseWriter, r *nethttp.Request, sc
 	}
 	w.WriteHeader(nethttp.StatusNoContent)
 	return nil
+}
+
+// agentStates are the states an agent's heartbeat may carry: lost is the
+// server's to decide, gone a person's (markGone).
+var agentStates = []string{gpuwarden.NodeRunning, gpuwarden.NodeStopping, gpuwarden.NodeStopped,
+	gpuwarden.NodeStopRequested, gpuwarden.NodePoweredOffStillBilling, gpuwarden.NodeAgentStopped}
+
+func agentState(state string) bool { return slices.Contains(agentStates, state) }
+
+// Limits of a heartbeat's stop report: its sentences (why, fix, the
+// provider's detail) run longer than a label.
+const (
+	maxStopText  = 2048
+	maxStopItems = 32
+)
+
+// validStop checks a heartbeat's stop report: bounded text, a known
+// billing state, a rate that is not negative, times a reply can carry.
+func validStop(r *gpuwarden.StopReport, now time.Time) error {
+	if r == nil {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "stop: "+format, args...)
+	}
+	if len(r.Method) > maxLabelLen || len(r.Currency) > maxLabelLen || len(r.Why) > maxStopText || len(r.Fix) > maxStopText {
+		return bad("method and currency are at most %d bytes, why and fix %d", maxLabelLen, maxStopText)
+	}
+	if r.StillBillsHourly < 0 {
+		return bad("still_bills_hourly cannot be negative")
+	}
+	if len(r.StillBills) > maxStopItems || !shortAll(r.StillBills, maxLabelLen) {
+		return bad("still_bills holds at most %d items of %d bytes", maxStopItems, maxLabelLen)
+	}
+	if p := r.Proof; p != nil {
+		if len(p.Method) > maxLabelLen || len(p.Reason) > maxStopText || len(p.Fix) > maxStopText ||
+			len(p.Checked) > maxStopItems || !shortAll(p.Checked, maxStopText) {
+			return bad("proof: method at most %d bytes, reason and fix %d, checked %d items", maxLabelLen, maxStopText, maxStopItems)
+		}
+		if err := stopTime("stop.proof.at", p.At, now); err != nil {
+			return err
+		}
+	}
+	if o := r.Outcome; o != nil {
+		if len(o.Method) > maxLabelLen || len(o.OperationID) > maxLabelLen || len(o.State) > maxLabelLen || len(o.Detail) > maxStopText {
+			return bad("outcome: method, operation_id and state at most %d bytes, detail %d", maxLabelLen, maxStopText)
+		}
+		if o.HTTPStatus < 0 || o.HTTPStatus > 999 {
+			return bad("outcome: http_status %d is not an HTTP status", o.HTTPStatus)
+		}
+		switch o.Billing {
+		case "", gpuwarden.NodeRunning, gpuwarden.NodeStopped, gpuwarden.NodeStopRequested, gpuwarden.NodePoweredOffStillBilling:
+		default:
+			return bad("outcome: billing %q is not stopped, stop-requested, powered-off-still-billing or running", o.Billing)
+		}
+		if err := stopTime("stop.outcome.at", o.At, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopTime checks a time of the stop report: not ahead of the server's
+// clock, and one a reply can carry.
+func stopTime(what string, t, now time.Time) error {
+	if err := gpuwarden.CheckSince(what, t, now); err != nil {
+		return err
+	}
+	if !storableTime(t) {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s must lie in the years 0 to 9999 UTC", what)
+	}
+	return nil
+}
+
+func shortAll(ss []string, n int) bool {
+	for _, s := range ss {
+		if len(s) > n {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *FleetServer) batch(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {

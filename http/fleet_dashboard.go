@@ -422,12 +422,15 @@ type overviewBody struct {
 	Counts    []stateCount
 	GPUs      int
 	Burn      string
-	Orphans   int
-	Month     string
-	Budgets   []budgetRow
-	Findings  []string
-	Nodes     []nodeRow
-	AllNodes  int
+	// StillBilling is what boxes bill after they stopped reporting: the
+	// rate now and the month's sum, per currency.
+	StillBilling string
+	Orphans      int
+	Month        string
+	Budgets      []budgetRow
+	Findings     []string
+	Nodes        []nodeRow
+	AllNodes     int
 }
 
 type stateCount struct {
@@ -459,29 +462,39 @@ func (s *FleetServer) overviewPage(r *nethttp.Request, sc scope, now time.Time) 
 		Budgets: budgetRows(sr.Rows), Findings: sr.Findings, AllNodes: len(nodes)}
 	filter := r.URL.Query().Get("state")
 	counts := map[string]int{}
-	burn := map[gpuwarden.Currency]gpuwarden.Micros{}
 	curOf := currencies(projects)
 	for _, n := range nodes {
 		st := NodeState(n, now, s.LostAfter)
 		counts[st]++
-		if st != gpuwarden.NodeStopped {
+		if up(st) {
 			b.GPUs += len(n.GPUs)
 		}
-		if st == gpuwarden.NodeRunning {
-			burn[curOf(n)] += n.Labels.HourlyPrice
-		}
 	}
-	for _, st := range []string{gpuwarden.NodeRunning, gpuwarden.NodeStopping, gpuwarden.NodeStopped, gpuwarden.NodeLost} {
-		b.Counts = append(b.Counts, stateCount{Label: st, Class: stateClass(st), N: counts[st], Href: "/?state=" + st, Current: filter == st})
+	for _, st := range report.States {
+		// The states of a stop that did not end the bill, and gone, show
+		// when a node is in them: most fleets never see them.
+		always := st == gpuwarden.NodeRunning || st == gpuwarden.NodeStopping || st == gpuwarden.NodeStopped || st == gpuwarden.NodeLost
+		if !always && counts[st] == 0 && filter != st {
+			continue
+		}
+		b.Counts = append(b.Counts, stateCount{Label: st, Class: stateClass(st), N: counts[st], Href: "/?state=" + url.QueryEscape(st), Current: filter == st})
 		if filter == st {
 			b.Filter = st
 		}
 	}
-	var rates []string
-	for _, c := range sortedCurrencies(burn) {
-		rates = append(rates, fmtRate(c, burn[c]))
+	// Burning now is the spend report's burn: running boxes and those that
+	// still bill after a stop, so that the tile and the forecast agree.
+	var rates, still []string
+	for _, t := range sr.Totals {
+		if t.HourlyBurn > 0 {
+			rates = append(rates, fmtRate(t.Currency, t.HourlyBurn))
+		}
+		if t.AfterStopHourly > 0 || t.AfterStop > 0 {
+			still = append(still, fmt.Sprintf("%s (%s this month)", fmtRate(t.Currency, t.AfterStopHourly), fmtMoney(t.Currency, t.AfterStop)))
+		}
 	}
 	b.Burn = strings.Join(rates, " + ")
+	b.StillBilling = strings.Join(still, " + ")
 	if b.Filter != "" {
 		nodes = slices.DeleteFunc(nodes, func(n gpuwarden.Node) bool { return NodeState(n, now, s.LostAfter) != b.Filter })
 	}
@@ -507,6 +520,16 @@ func (s *FleetServer) readableProjects(r *nethttp.Request, sc scope) ([]gpuwarde
 	return slices.DeleteFunc(all, func(p gpuwarden.Project) bool { return !sc.canRead(p.Name) }), nil
 }
 
+// up says whether a node in state has its GPUs up: it reports, or nobody
+// knows that it stopped.
+func up(state string) bool {
+	switch state {
+	case gpuwarden.NodeRunning, gpuwarden.NodeStopping, gpuwarden.NodeLost, gpuwarden.NodeAgentStopped:
+		return true
+	}
+	return false
+}
+
 func (s *FleetServer) buildReport(r *nethttp.Request, project string, now time.Time, req report.Request) (any, error) {
 	req.Project = project
 	req.IdleAfter, req.LostAfter = s.IdleAfter, s.LostAfter
@@ -525,21 +548,14 @@ func currencies(projects []gpuwarden.Project) func(gpuwarden.Node) gpuwarden.Cur
 	}
 }
 
-func sortedCurrencies[V any](m map[gpuwarden.Currency]V) []gpuwarden.Currency {
-	out := make([]gpuwarden.Currency, 0, len(m))
-	for c := range m {
-		out = append(out, c)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // budgetRow is one project's month against its budget, drawn as a bar:
 // spent filled, the forecast as a marker, the budget as a line. The bar's
 // scale is the largest of the three so that an overrun stays visible.
 type budgetRow struct {
 	Key, Href, Currency           string
 	Spent, Forecast, Budget, Burn string
+	// AfterStop says which part of Spent was billed after a stop.
+	AfterStop                     string
 	Nodes, Running                int
 	HasBudget, Over, ForecastOver bool
 	SpentPct, ForecastPct         string
@@ -557,6 +573,7 @@ func budgetRows(rows []report.SpendRow) []budgetRow {
 		if row.Key != report.None && row.Key != report.Unknown {
 			b.Href = projectURL(row.Key)
 		}
+		b.AfterStop = afterStopCell(row.Currency, row.AfterStop, row.AfterStopHourly)
 		scale := max(row.Spent, row.Forecast)
 		if row.Budget != nil {
 			b.HasBudget = true
@@ -586,6 +603,18 @@ func budgetRows(rows []report.SpendRow) []budgetRow {
 	return out
 }
 
+// afterStopCell says which part of a spend row was billed after a stop,
+// and what still bills so; empty when nothing was.
+func afterStopCell(cur gpuwarden.Currency, spent gpuwarden.Cents, hourly gpuwarden.Micros) string {
+	switch {
+	case hourly > 0:
+		return fmt.Sprintf("incl. %s still billing after stop, %s now", fmtMoney(cur, spent), fmtRate(cur, hourly))
+	case spent > 0:
+		return fmt.Sprintf("incl. %s billed after stop", fmtMoney(cur, spent))
+	}
+	return ""
+}
+
 // --- node rows ---
 
 // nodeRow is one node in a table, every value formatted for display.
@@ -603,6 +632,11 @@ type nodeRow struct {
 	LastSeen, LastSeenISO      string
 	Diagnosis                  string
 	Spot, Simulated            bool
+	// Stop is the idle stop in one line; AfterStop what the box bills
+	// after it stopped reporting, and Billing whether it still does.
+	Stop      stopView
+	AfterStop string
+	Billing   bool
 }
 
 func (s *FleetServer) nodeRows(nodes []gpuwarden.Node, now time.Time, curOf func(gpuwarden.Node) gpuwarden.Currency) []nodeRow {
@@ -621,12 +655,19 @@ func (s *FleetServer) nodeRow(n gpuwarden.Node, now time.Time, cur gpuwarden.Cur
 	row := nodeRow{ID: n.ID, Href: nodeURL(n.ID), Host: cmp.Or(n.Hostname, n.ID), Project: n.Project, ProjectHref: projectURL(n.Project),
 		Owner: n.Labels.Owner, Provider: n.Labels.Provider, Region: n.Labels.Region, Instance: n.Labels.InstanceType,
 		GPUs: gpuSummary(n.GPUs), State: st, StateClass: stateClass(st), Diagnosis: n.Live.Diagnosis, Spot: n.Labels.Spot, Simulated: n.Labels.Simulated,
-		Price: "—", LastSeen: "never"}
-	if !n.Live.Time.IsZero() && st != gpuwarden.NodeStopped {
+		Price: "—", LastSeen: "never", Stop: stopSummary(n, now)}
+	if st == gpuwarden.NodeGone {
+		row.Stop = stopView{Text: cmp.Or(n.Live.Diagnosis, "marked gone"), Class: "muted"}
+	}
+	row.AfterStop = afterStopText(n, cur, now, s.LostAfter)
+	if a, ok := report.StillBilling(n, cur, now, s.LostAfter); ok {
+		row.Billing = a.Accruing()
+	}
+	if !n.Live.Time.IsZero() && up(st) {
 		row.HasUtil = true
 		row.Util, row.UtilValue = fmtPct(n.Live.GPUUtil), fmtNum(clamp(n.Live.GPUUtil, 0, 100))
 	}
-	if !n.Live.IdleSince.IsZero() && st != gpuwarden.NodeStopped {
+	if !n.Live.IdleSince.IsZero() && up(st) {
 		row.IdleFor = fmtDuration(now.Sub(n.Live.IdleSince))
 		row.IdleSince = stampUTC(n.Live.IdleSince)
 	}
@@ -665,9 +706,9 @@ func stateClass(state string) string {
 	switch state {
 	case gpuwarden.NodeRunning:
 		return "ok"
-	case gpuwarden.NodeStopping:
+	case gpuwarden.NodeStopping, gpuwarden.NodeStopRequested:
 		return "warn"
-	case gpuwarden.NodeLost:
+	case gpuwarden.NodeLost, gpuwarden.NodePoweredOffStillBilling, gpuwarden.NodeAgentStopped:
 		return "bad"
 	}
 	return "muted"
@@ -697,6 +738,7 @@ type nodeBody struct {
 	Labels   []keyValue
 	GPUs     []gpuInventoryRow
 	Live     []keyValue
+	Stop     []keyValue
 	Heatmap  heatmapView
 	Events   []fleetEventRow
 	Burnins  []burninRow
@@ -789,7 +831,13 @@ func (s *FleetServer) nodePage(r *nethttp.Request, sc scope, now time.Time) (pag
 		b.GPUs = append(b.GPUs, row)
 	}
 	hb := n.Live
-	if !hb.Time.IsZero() {
+	b.Stop = stopDetails(hb.Stop, now)
+	if hb.State == gpuwarden.NodeGone {
+		b.Live = append(b.Live, keyValue{"state", "gone"}, keyValue{"marked gone", stampUTC(n.LastSeen)})
+		if hb.Diagnosis != "" {
+			b.Live = append(b.Live, keyValue{"note", hb.Diagnosis})
+		}
+	} else if !hb.Time.IsZero() {
 		b.Live = append(b.Live, keyValue{"reported state", cmp.Or(hb.State, "(none)")},
 			keyValue{"GPU utilisation", fmtPct(hb.GPUUtil)}, keyValue{"agent clock", stampUTC(hb.Time)})
 		if !hb.IdleSince.IsZero() {
@@ -799,7 +847,7 @@ func (s *FleetServer) nodePage(r *nethttp.Request, sc scope, now time.Time) (pag
 			b.Live = append(b.Live, keyValue{"diagnosis", hb.Diagnosis})
 		}
 	}
-	if !n.LastSeen.IsZero() {
+	if !n.LastSeen.IsZero() && hb.State != gpuwarden.NodeGone {
 		b.Live = append(b.Live, keyValue{"last heartbeat", stampUTC(n.LastSeen) + " (" + b.Row.LastSeen + ")"})
 	}
 
@@ -889,6 +937,7 @@ type spendTable struct {
 
 type spendRowView struct {
 	Key, Currency, Spent, Burn, Forecast string
+	AfterStop                            string
 	Nodes, Running                       int
 	None, Total                          bool
 }
@@ -937,12 +986,13 @@ func spendRows(r report.SpendReport) []spendRowView {
 	for _, row := range r.Rows {
 		out = append(out, spendRowView{Key: row.Key, Currency: string(cmp.Or(row.Currency, "?")), Spent: fmtMoney(row.Currency, row.Spent),
 			Burn: fmtRate(row.Currency, row.HourlyBurn), Forecast: fmtMoney(row.Currency, row.Forecast), Nodes: row.Nodes, Running: row.Running,
-			None: row.Key == report.None || row.Key == report.Unknown})
+			None: row.Key == report.None || row.Key == report.Unknown, AfterStop: afterStopCell(row.Currency, row.AfterStop, row.AfterStopHourly)})
 	}
 	if len(r.Rows) > 1 {
 		for _, t := range r.Totals {
 			out = append(out, spendRowView{Key: "total", Currency: string(cmp.Or(t.Currency, "?")), Spent: fmtMoney(t.Currency, t.Spent),
-				Burn: fmtRate(t.Currency, t.HourlyBurn), Forecast: fmtMoney(t.Currency, t.Forecast), Nodes: t.Nodes, Running: t.Running, Total: true})
+				Burn: fmtRate(t.Currency, t.HourlyBurn), Forecast: fmtMoney(t.Currency, t.Forecast), Nodes: t.Nodes, Running: t.Running, Total: true,
+				AfterStop: afterStopCell(t.Currency, t.AfterStop, t.AfterStopHourly)})
 		}
 	}
 	return out
@@ -959,8 +1009,15 @@ type orphansBody struct {
 
 type orphanRow struct {
 	Node, Href, Host, Project, Owner, Provider, State, StateClass string
-	Reasons                                                       []report.OrphanReason
-	Price, SoFar, Weekly                                          string
+	Reasons                                                       []orphanReasonView
+	Price, SoFar, Weekly, AfterStop                               string
+}
+
+// orphanReasonView is one reason with its evidence and fix, coloured: a
+// stop that did not end the bill in the warning colour of a lost box.
+type orphanReasonView struct {
+	report.OrphanReason
+	Class string
 }
 
 func (s *FleetServer) orphansPage(r *nethttp.Request, sc scope, now time.Time) (page, error) {
@@ -976,17 +1033,32 @@ func (s *FleetServer) orphansPage(r *nethttp.Request, sc scope, now time.Time) (
 		if t.Orphans == 1 {
 			noun = "orphan bills"
 		}
-		b.Summary = append(b.Summary, fmt.Sprintf("%d %s %s: %s a week if left on, %s in the last 7 days.", t.Orphans, noun,
-			fmtRate(t.Currency, t.HourlyPrice), fmtMoney(t.Currency, t.WeeklyCost), fmtMoney(t.Currency, t.CostSoFar)))
+		line := fmt.Sprintf("%d %s %s: %s a week if left on, %s in the last 7 days", t.Orphans, noun,
+			fmtRate(t.Currency, t.HourlyPrice), fmtMoney(t.Currency, t.WeeklyCost), fmtMoney(t.Currency, t.CostSoFar))
+		if t.AfterStop > 0 {
+			line += fmt.Sprintf(", %s of it still billing after stop", fmtMoney(t.Currency, t.AfterStop))
+		}
+		b.Summary = append(b.Summary, line+".")
 	}
 	for _, o := range or.Orphans {
 		st := o.State
 		if slices.ContainsFunc(o.Reasons, func(r report.OrphanReason) bool { return r.Reason == report.ReasonHeartbeatLost }) {
 			st = gpuwarden.NodeLost
 		}
-		b.Rows = append(b.Rows, orphanRow{Node: o.Node, Href: nodeURL(o.Node), Host: cmp.Or(o.Hostname, o.Node), Project: o.Project,
-			Owner: o.Owner, Provider: o.Provider, State: st, StateClass: stateClass(st), Reasons: o.Reasons,
-			Price: fmtRate(o.Currency, o.HourlyPrice), SoFar: fmtMoney(o.Currency, o.CostSoFar), Weekly: fmtMoney(o.Currency, o.WeeklyCost)})
+		reasons := make([]orphanReasonView, len(o.Reasons))
+		for i, rs := range o.Reasons {
+			reasons[i] = orphanReasonView{OrphanReason: rs, Class: "warn"}
+			if rs.Reason == report.ReasonPoweredOff || rs.Reason == report.ReasonStopRequested {
+				reasons[i].Class = "bad"
+			}
+		}
+		row := orphanRow{Node: o.Node, Href: nodeURL(o.Node), Host: cmp.Or(o.Hostname, o.Node), Project: o.Project,
+			Owner: o.Owner, Provider: o.Provider, State: st, StateClass: stateClass(st), Reasons: reasons,
+			Price: fmtRate(o.Currency, o.BillsHourly), SoFar: fmtMoney(o.Currency, o.CostSoFar), Weekly: fmtMoney(o.Currency, o.WeeklyCost)}
+		if o.AfterStop > 0 {
+			row.AfterStop = "incl. " + fmtMoney(o.Currency, o.AfterStop) + " after stop"
+		}
+		b.Rows = append(b.Rows, row)
 	}
 	return page{tmpl: "orphans", title: "Orphan review", nav: "/orphans", body: b}, nil
 }

@@ -82,14 +82,21 @@ func (s *FleetServer) serveMetrics(w nethttp.ResponseWriter, r *nethttp.Request,
 	reg.MustRegister(s.metrics.heartbeats, s.metrics.ingest, s.metrics.beatBatch)
 	reg.MustRegister(serverRuntime()...)
 	g := fleetGauges{
-		nodes:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_nodes", Help: "Nodes by project and state."}, []string{"project", "state"}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_nodes", Help: "Nodes by project and state."}, []string{"project", "state"}),
+		stillBilling: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_still_billing_after_stop",
+			Help: "What nodes that stopped reporting still bill an hour, by the state that bills (stop-requested, powered-off-still-billing, lost, stopped disks)."},
+			[]string{"project", "state", "currency"}),
+		afterStop: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_after_stop_month",
+			Help: "The part of the month-to-date spend billed after nodes stopped reporting."}, []string{"project", "currency"}),
+		burn: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_burn_hourly",
+			Help: "What the project bills an hour now: running nodes and those still billing after a stop."}, []string{"project", "currency"}),
 		orphans:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_orphans", Help: "Orphan nodes by project and reason."}, []string{"project", "reason"}),
 		spend:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_spend_month", Help: "Month-to-date spend."}, []string{"project", "currency"}),
 		forecast: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_forecast_month", Help: "Spend forecast for the month."}, []string{"project", "currency"}),
 		budget:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuwarden_fleet_budget", Help: "Monthly budget."}, []string{"project", "currency"}),
 		perNode:  newFleetNodeVecs(),
 	}
-	reg.MustRegister(g.nodes, g.orphans, g.spend, g.forecast, g.budget)
+	reg.MustRegister(g.nodes, g.orphans, g.spend, g.forecast, g.budget, g.stillBilling, g.afterStop, g.burn)
 	reg.MustRegister(g.perNode.collectors()...)
 	if err := s.fillGauges(r, sc, g); err != nil {
 		return err
@@ -100,6 +107,7 @@ func (s *FleetServer) serveMetrics(w nethttp.ResponseWriter, r *nethttp.Request,
 
 type fleetGauges struct {
 	nodes, orphans, spend, forecast, budget *prometheus.GaugeVec
+	stillBilling, afterStop, burn           *prometheus.GaugeVec
 	perNode                                 fleetNodeVecs
 }
 
@@ -109,9 +117,18 @@ func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) er
 	if err != nil {
 		return err
 	}
+	projects, err := s.store.Projects(r.Context())
+	if err != nil {
+		return err
+	}
+	curOf := currencies(projects)
 	for _, n := range nodes {
-		g.nodes.WithLabelValues(n.Project, NodeState(n, now, s.LostAfter)).Inc()
-		g.perNode.node(n, NodeState(n, now, s.LostAfter))
+		state := NodeState(n, now, s.LostAfter)
+		g.nodes.WithLabelValues(n.Project, state).Inc()
+		g.perNode.node(n, state)
+		if a, ok := report.StillBilling(n, curOf(n), now, s.LostAfter); ok && a.Accruing() {
+			g.stillBilling.WithLabelValues(n.Project, a.State, string(a.Currency)).Add(a.Hourly.Float())
+		}
 	}
 	v, err := report.Build(r.Context(), s.store, now, report.Request{Name: "orphans", Project: sc.Project, IdleAfter: s.IdleAfter, LostAfter: s.LostAfter})
 	if err != nil {
@@ -123,13 +140,15 @@ func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) er
 			g.perNode.orphan(o, reason.Reason)
 		}
 	}
-	v, err = report.Build(r.Context(), s.store, now, report.Request{Name: "spend", Project: sc.Project, By: "project"})
+	v, err = report.Build(r.Context(), s.store, now, report.Request{Name: "spend", Project: sc.Project, By: "project", LostAfter: s.LostAfter})
 	if err != nil {
 		return err
 	}
 	for _, row := range v.(report.SpendReport).Rows {
 		g.spend.WithLabelValues(row.Key, string(row.Currency)).Set(row.Spent.Micros().Float())
 		g.forecast.WithLabelValues(row.Key, string(row.Currency)).Set(row.Forecast.Micros().Float())
+		g.afterStop.WithLabelValues(row.Key, string(row.Currency)).Set(row.AfterStop.Micros().Float())
+		g.burn.WithLabelValues(row.Key, string(row.Currency)).Set(row.HourlyBurn.Float())
 		if row.Budget != nil {
 			g.budget.WithLabelValues(row.Key, string(row.Currency)).Set(row.Budget.Limit.Micros().Float())
 		}
@@ -137,19 +156,9 @@ func (s *FleetServer) fillGauges(r *nethttp.Request, sc scope, g fleetGauges) er
 	return nil
 }
 
-// NodeState is a node's state as the fleet sees it: what its last
-// heartbeat said, or lost when heartbeats stopped without a goodbye.
+// NodeState is a node's state as the fleet sees it (report.NodeState):
+// what its last heartbeat said, lost when heartbeats stopped without saying
+// how the box stopped, gone once a person marked it so.
 func NodeState(n gpuwarden.Node, now time.Time, lostAfter time.Duration) string {
-	state := n.Live.State
-	if state == "" {
-		state = gpuwarden.NodeRunning
-	}
-	seen := n.LastSeen
-	if seen.IsZero() {
-		seen = n.Registered
-	}
-	if state != gpuwarden.NodeStopped && now.Sub(seen) >= lostAfter {
-		return gpuwarden.NodeLost
-	}
-	return state
+	return report.NodeState(n, now, lostAfter)
 }

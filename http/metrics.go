@@ -84,6 +84,13 @@ var (
 	descIdleWindow = newDesc("gpuwarden_idle_window_seconds",
 		"Idle time after which the policy stops the box, in seconds.")
 
+	descStopProven = newDesc("gpuwarden_stop_proven",
+		"1 when the idle stop was last proven to work without stopping anything (credentials, permission, this instance), 0 when the proof failed; absent before the first proof.", "method")
+	descStopEndsBilling = newDesc("gpuwarden_stop_ends_billing",
+		"1 when the idle stop in force ends compute billing on this provider, 0 when the box would stop but bill on (an OS shutdown on Azure), or nothing here can stop its bill.", "method")
+	descStopProofTime = newDesc("gpuwarden_stop_proof_time_seconds",
+		"When the idle stop was last proven (or failed to be), in seconds since the Unix epoch.", "method")
+
 	descCostTotal = newDesc("gpuwarden_cost_total",
 		"Spend this calendar month in currency units; it restarts at 0 each month, which rate and increase treat as a counter reset.", currencyLabel...)
 	descCostForecast = newDesc("gpuwarden_cost_forecast",
@@ -110,6 +117,7 @@ var allDescs = []*prometheus.Desc{
 	descHostCPU, descHostIOWait, descHostLoad1, descHostMemUsed, descHostMemTotal,
 	descHostDiskRead, descHostDiskWrite, descHostNetRx, descHostNetTx,
 	descIdle, descIdleSeconds, descIdleTotal, descIdleWindow,
+	descStopProven, descStopEndsBilling, descStopProofTime,
 	descCostTotal, descCostForecast, descBudgetLimit, descHourlyRate,
 	descDiagnosis, descNotices, descStart, descInfo,
 }
@@ -201,6 +209,14 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIdleSeconds, idleFor(st).Seconds())
 	counter(descIdleTotal, st.IdleSecondsTotal)
 	gauge(descIdleWindow, st.Idle.WindowSeconds)
+
+	if r := st.Stop; r != nil && r.Method != "" {
+		gauge(descStopEndsBilling, boolFloat(r.StopsBilling), r.Method)
+		if p := r.Proof; p != nil {
+			gauge(descStopProven, boolFloat(p.Proven), r.Method)
+			gauge(descStopProofTime, float64(p.At.UnixNano())/1e9, r.Method)
+		}
+	}
 
 	if b := st.Budget; b.Currency != "" {
 		cur := string(b.Currency)

@@ -39,6 +39,9 @@ func TestMetricsDocumented(t *testing.T) {
 	// An unread field and the Xid sources.
 	st.Last.GPUs[0].Unknown = map[string]string{"util_percent": gpuwarden.UnknownMIG}
 	st.XIDSources = []gpuwarden.XIDSource{{Name: gpuwarden.XIDSourceKmsg, Live: true}}
+	// An idle stop, proven.
+	st.Stop = &gpuwarden.StopReport{Method: gpuwarden.StopAzureDeallocate, StopsBilling: true,
+		Proof: &gpuwarden.StopProof{Method: gpuwarden.StopAzureDeallocate, Proven: true, At: fixtureNow}}
 	// A GPU the kubelet allocated to a container.
 	st.GPUs[0].Pods = []gpuwarden.PodRef{{Namespace: "ml", Pod: "train-0", Container: "trainer"}}
 	// A MIG instance, read in full.
@@ -57,6 +60,13 @@ func TestMetricsDocumented(t *testing.T) {
 	}
 	agent := f.token("vision", "agent")
 	f.register(agent, node("n-1", ""))
+	// A box powered off where that bills: the after-stop series show.
+	f.register(agent, node("n-off", "ana"))
+	off := gpuwarden.Heartbeat{Node: "n-off", Time: fixtureNow, State: gpuwarden.NodePoweredOffStillBilling,
+		Stop: &gpuwarden.StopReport{Method: gpuwarden.StopOSShutdown, StillBillsHourly: 3_500_000, Currency: "EUR"}}
+	if code, body, _ := f.call("POST", "/api/v1/heartbeat", agent, off); code != 204 {
+		t.Fatalf("heartbeat: %d %s", code, body)
+	}
 	f.advance(time.Minute)
 	code, body, _ := f.call("GET", "/metrics", f.token("*", "viewer"), nil)
 	if code != 200 {

@@ -42,6 +42,9 @@ func RunFleet(t *testing.T, open FleetOpener) {
 		{"ReopenKeepsEverything", testFleetReopen},
 		{"ConcurrentIngest", testConcurrentIngest},
 		{"UnstorableTextRefusedAlike", testUnstorableText},
+		{"StopHeartbeats", testStopHeartbeats},
+		{"StopHandsTheIDOn", testStopHandsTheIDOn},
+		{"SpendAfterStop", testSpendAfterStop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,6 +129,9 @@ func NewAlert(e gpuwarden.Event, b Box) Alert {
 func action(e gpuwarden.Event, b Box, st *gpuwarden.AgentStatus, resolve bool) string {
 	at := e.Time.UTC().Format(time.RFC3339)
 	cmd := b.StopCommand
+	if cmd == "" && st != nil && st.Stop != nil && st.Stop.Method != "" {
+		cmd = st.Stop.Method // the stop in force: azure-deallocate, os-shutdown …
+	}
 	if cmd == "" {
 		cmd = "the stop command"
 	}

@@ -142,6 +142,11 @@ func (h Hours) Billed() float64 { return h.Work + h.Idle + h.Rework }
 type hoursModel struct {
 	onDemand Hours
 	spot     Hours
+	// onDemandBilled and spotBilled are the months where the plan's stop
+	// does not end the provider's bill (an OS shutdown on Azure, Hetzner):
+	// auto-shutdown saves nothing there, every hour not worked bills.
+	onDemandBilled Hours
+	spotBilled     Hours
 	// monthly is the whole month on: work and the rest of it.
 	monthly Hours
 	// lostPerInterruption is the work redone plus the restart, in hours.
@@ -167,6 +172,10 @@ func newHoursModel(p *gpuwarden.Plan) hoursModel {
 	n := p.Interruptions.SpotInterruptionsPerDay * (w + idle) / 24
 	m.lostPerInterruption = lost
 	m.spot = Hours{Work: w, Idle: idle, Rework: roundHours(n * lost), Interruptions: math.Round(n*100) / 100}
+	rest := roundHours(math.Max(p.HoursPerMonth-w, 0))
+	m.onDemandBilled = Hours{Work: w, Idle: rest}
+	nb := p.Interruptions.SpotInterruptionsPerDay * (w + rest) / 24
+	m.spotBilled = Hours{Work: w, Idle: rest, Rework: roundHours(nb * lost), Interruptions: math.Round(nb*100) / 100}
 	return m
 }
 

@@ -240,6 +240,15 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 	}
 	idle := lineAmount(ref.Lines(), ItemIdle)
 	cur := r.Currency.Format
+	provider := ref.Offer.Provider
+	if ends, why := gpuwarden.StopEndsBill(provider, r.plan.OnHours.Stop); r.plan.OnHours.AutoShutdownIdleMinutes > 0 && !ends {
+		add("idle", "auto-shutdown does not end the bill on %s (%s): all %g idle h bill (%s); see `gpuwarden up --help` for what ends it",
+			provider, why, ref.Hours.Idle, cur(idle))
+		return
+	}
+	if sem, _ := gpuwarden.StopSemanticsOf(provider); sem.Method == gpuwarden.StopLambdaTerminate && r.plan.OnHours.AutoShutdownIdleMinutes > 0 {
+		add("idle", "on lambda the idle stop terminates the box (it has no stop): the instance's disk goes with it, so keep checkpoints and data in a store (data.checkpoint_store)")
+	}
 	if r.plan.OnHours.AutoShutdownIdleMinutes > 0 {
 		add("idle", "auto-shutdown after %g idle minutes leaves %g idle h on the bill (%s)",
 			r.plan.OnHours.AutoShutdownIdleMinutes, ref.Hours.Idle, cur(idle))

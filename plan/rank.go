@@ -130,16 +130,18 @@ type Report struct {
 	fx                      fx                // for findings
 	plan                    *gpuwarden.Plan   // for findings
 	hours                   hoursModel        // for findings
-	rules                   rules             // for the words of exclusions
-	cat                     *gpuwarden.Catalog
-	cents                   centArena // spot savings of the candidates made after the ranking
-	ranked                  []int32   // indices of the rows the plan ranks, cheapest first
-	planB                   int       // plan B's place in ranked; -1 when there is none
-	shared                  map[sharedKey]sharedLines
-	estimates               map[estimateKey]estimated
-	priced                  []string                   // providers with egress or storage prices
-	byCountry               map[string]map[string]bool // country → providers with offers there
-	order                   []int32                    // indices of rows, cheapest first
+	// stopEnds is gpuwarden.StopEndsBill per provider for the plan's stop.
+	stopEnds  map[string]bool
+	rules     rules // for the words of exclusions
+	cat       *gpuwarden.Catalog
+	cents     centArena // spot savings of the candidates made after the ranking
+	ranked    []int32   // indices of the rows the plan ranks, cheapest first
+	planB     int       // plan B's place in ranked; -1 when there is none
+	shared    map[sharedKey]sharedLines
+	estimates map[estimateKey]estimated
+	priced    []string                   // providers with egress or storage prices
+	byCountry map[string]map[string]bool // country → providers with offers there
+	order     []int32                    // indices of rows, cheapest first
 }
 
 // Finding is one conclusion for people, with a stable kind for machines.
@@ -181,7 +183,7 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 		Name: p.Name, Currency: p.Budget.Currency, HoursPerMonth: p.HoursPerMonth, WorkHours: p.WorkHours,
 		AutoShutdownIdleMinutes: p.OnHours.AutoShutdownIdleMinutes, BudgetLimit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
 		Sizing: sz, Findings: []Finding{}, Warnings: []string{},
-		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), cat: cat,
+		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), stopEnds: stopEndsByProvider(p.OnHours.Stop), cat: cat,
 	}
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
 		r.SmallestCard = &c
@@ -580,15 +582,35 @@ func listPrice(o *gpuwarden.Offer, b Billing) gpuwarden.Micros {
 	return o.Monthly
 }
 
-// hoursOf is the plan's month for a billing mode.
-func (r *Report) hoursOf(b Billing) *Hours {
-	switch b {
-	case OnDemand:
+// hoursOf is the plan's month for a billing mode on a provider: its idle
+// hours are cut by auto-shutdown only where the plan's stop ends that
+// provider's bill (gpuwarden.StopEndsBill).
+func (r *Report) hoursOf(b Billing, provider string) *Hours {
+	ends := r.stopEndsBill(provider)
+	switch {
+	case b == OnDemand && ends:
 		return &r.hours.onDemand
-	case Spot:
+	case b == OnDemand:
+		return &r.hours.onDemandBilled
+	case b == Spot && ends:
 		return &r.hours.spot
+	case b == Spot:
+		return &r.hours.spotBilled
 	}
 	return &r.hours.monthly
+}
+
+// stopEndsBill is gpuwarden.StopEndsBill for the plan's stop, worked out
+// before ranking for every provider the stop table knows (the chunks read
+// it at once); a provider it does not know never has its bill ended.
+func (r *Report) stopEndsBill(provider string) bool { return r.stopEnds[provider] }
+
+func stopEndsByProvider(mode string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range gpuwarden.StopSemanticsAll() {
+		m[s.Provider], _ = gpuwarden.StopEndsBill(s.Provider, mode)
+	}
+	return m
 }
 
 // candidate prices one billing mode. The lines are built on the stack only
@@ -596,7 +618,7 @@ func (r *Report) hoursOf(b Billing) *Hours {
 // stores no lines at all.
 func (r *Report) candidate(o *gpuwarden.Offer, b Billing, shared sharedLines) Candidate {
 	rate, _ := r.fx.convert(listPrice(o, b), o.Currency)
-	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: r.hoursOf(b), shared: shared.lines}
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: r.hoursOf(b, o.Provider), shared: shared.lines}
 	var buf [3]Line
 	c.Total = sum(c.ownLines(buf[:0])) + shared.total
 	return c

@@ -87,6 +87,29 @@ type Facts struct {
 	// Webhooks maps each plan webhook to its reachability error (nil: it
 	// answered); a webhook missing from the map was not tried (offline).
 	Webhooks map[string]error
+	// Stop is the stop the plan's provider and on_hours.stop get, with its
+	// proof where one could be tried; nil when not worked out.
+	Stop *StopCheck
+}
+
+// StopCheck is the stop a plan gets on its provider (the box, else the
+// first target, else plan A: BoxProvider), as `up` would build it, and the
+// proof of it tried from here.
+type StopCheck struct {
+	Provider string
+	Report   gpuwarden.StopReport
+	// Proof is nil when no proof was tried (offline, or no stopper).
+	Proof *gpuwarden.StopProof
+	// NotHere says the proof could not run from this machine (it is not
+	// a box of that provider): not proven, not refused.
+	NotHere bool
+}
+
+// BoxProvider is the provider the work runs on: the box, else the first
+// target, else plan A.
+func BoxProvider(p *gpuwarden.Plan, r *plan.Report) string {
+	provider, _ := boxPlace(Facts{Plan: p, Report: r})
+	return provider
 }
 
 // CanaryRun is the outcome of the canary against the lock.
@@ -107,7 +130,7 @@ const (
 
 // Check runs every item in the order people read the list.
 func Check(f Facts) []Item {
-	checks := []func(Facts) Item{planB, budgetAlerts, idleShutdown, labels, pricing, checkpoint, cardSize, webhooks,
+	checks := []func(Facts) Item{planB, budgetAlerts, idleShutdown, idleStop, labels, pricing, checkpoint, cardSize, webhooks,
 		catalogAge, lock, burnin, drill, agentRunning}
 	out := make([]Item, 0, len(checks))
 	for _, c := range checks {
@@ -274,6 +297,59 @@ func idleShutdown(f Facts) Item {
 	}
 	it.Fix = fmt.Sprintf("set on_hours.auto_shutdown_idle_minutes to %d", idleMinutes)
 	it.Edits = []config.Edit{{Path: "on_hours.auto_shutdown_idle_minutes", Value: idleMinutes, Why: "stop after 30 idle minutes"}}
+	return it
+}
+
+// idleStop checks that the stop the agent will run ends the bill on the
+// plan's provider (gpuwarden's stop table), and that it was proven: an OS
+// shutdown leaves an Azure VM allocated and billed, a Lambda instance
+// billed until terminated, a RunPod or Vast container running.
+func idleStop(f Facts) Item {
+	it := Item{ID: "idle-stop", Title: "the stop ends the bill", PlanFile: true}
+	s := f.Stop
+	if s == nil || s.Provider == "" {
+		it.Status, it.Evidence = Warn, "no provider named (box: or a target): what a stop does to the bill is unknown"
+		it.Fix = "name the box's provider in box: (provider, region, instance)"
+		return it
+	}
+	r := s.Report
+	mode := f.Plan.OnHours.Stop
+	if mode == "" {
+		mode = "auto"
+	}
+	switch {
+	case r.Method == "none" || !r.StopsBilling:
+		it.Status = Fail
+		if r.Method == "none" {
+			it.Evidence = fmt.Sprintf("on %s nothing gpuwarden runs ends the bill (on_hours.stop: %s): %s", s.Provider, mode, r.Why)
+		} else {
+			it.Evidence = fmt.Sprintf("%s on %s: %s", r.Method, s.Provider, r.Why)
+		}
+		it.Fix = r.Fix
+		sem, _ := gpuwarden.StopSemanticsOf(s.Provider)
+		switch {
+		case sem.Method == gpuwarden.StopLambdaTerminate:
+			it.Fix = "set on_hours.stop to terminate (the instance and its disk go: keep checkpoints in a store)"
+			it.Edits = []config.Edit{{Path: "on_hours.stop", Value: "terminate", Why: "Lambda bills until the instance is terminated"}}
+		case sem.Method != "" && mode != "auto":
+			it.Fix = "set on_hours.stop to auto (" + sem.Method + ")"
+			it.Edits = []config.Edit{{Path: "on_hours.stop", Value: "auto", Why: "the provider's own stop ends the bill; an OS shutdown does not"}}
+		}
+	case s.Proof != nil && s.Proof.Proven:
+		it.Status = OK
+		it.Evidence = fmt.Sprintf("%s ends the bill on %s, proven: %s", r.Method, s.Provider, strings.Join(s.Proof.Checked, "; "))
+	case s.Proof != nil && !s.NotHere:
+		it.Status = Fail
+		it.Evidence = fmt.Sprintf("%s would end the bill on %s but is not proven: %s", r.Method, s.Provider, s.Proof.Reason)
+		it.Fix = s.Proof.Fix
+	default:
+		it.Status = Warn
+		it.Evidence = fmt.Sprintf("%s ends the bill on %s; not proven from here", r.Method, s.Provider)
+		if s.Proof != nil && s.Proof.Reason != "" {
+			it.Evidence += " (" + s.Proof.Reason + ")"
+		}
+		it.Fix = "run gpuwarden preflight on the box, or start the agent there: it proves the stop at start"
+	}
 	return it
 }
 

@@ -27,7 +27,8 @@ type Request struct {
 	Days int
 	// Hours is the heatmap's span (default 24).
 	Hours int
-	// IdleAfter and LostAfter tune the orphan review.
+	// IdleAfter tunes the orphan review; LostAfter, how long a silent
+	// node takes to be lost, every report (zero: the defaults).
 	IdleAfter, LostAfter time.Duration
 }
 
@@ -56,7 +57,7 @@ func Build(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Reques
 		}
 		month = month.UTC() // Spend's month is a UTC month: read the same hours
 		from := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
-		in, err := gather(ctx, store, now, req.Project, from, from.AddDate(0, 1, 0), false)
+		in, err := gather(ctx, store, now, req, from, from.AddDate(0, 1, 0), false)
 		if err != nil {
 			return nil, err
 		}
@@ -66,13 +67,13 @@ func Build(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Reques
 		}
 		return Spend(in, by, month)
 	case "orphans":
-		in, err := gather(ctx, store, now, req.Project, now.Add(-7*24*time.Hour), now.Add(time.Hour), false)
+		in, err := gather(ctx, store, now, req, now.Add(-OrphanPeriod), now.Add(time.Hour), false)
 		if err != nil {
 			return nil, err
 		}
 		return Orphans(in, OrphanOptions{IdleAfter: req.IdleAfter, LostAfter: req.LostAfter}), nil
 	case "nodes", "providers", "cost":
-		in, err := gather(ctx, store, now, req.Project, lookBack, now.Add(time.Hour), true)
+		in, err := gather(ctx, store, now, req, lookBack, now.Add(time.Hour), true)
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +93,7 @@ func Build(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Reques
 	case "heatmap":
 		to := now.Truncate(time.Hour).Add(time.Hour)
 		from := to.Add(-time.Duration(req.Hours) * time.Hour)
-		in, err := gather(ctx, store, now, req.Project, from, to, false)
+		in, err := gather(ctx, store, now, req, from, to, false)
 		if err != nil {
 			return nil, err
 		}
@@ -110,8 +111,9 @@ func nonNil[T any](s []T) []T {
 }
 
 // gather reads one project's (or every project's) rows for [from, to).
-func gather(ctx context.Context, store gpuwarden.Fleet, now time.Time, project string, from, to time.Time, events bool) (Input, error) {
-	in := Input{Now: now}
+func gather(ctx context.Context, store gpuwarden.Fleet, now time.Time, req Request, from, to time.Time, events bool) (Input, error) {
+	project := req.Project
+	in := Input{Now: now, LostAfter: req.LostAfter}
 	var err error
 	if in.Projects, err = store.Projects(ctx); err != nil {
 		return in, fmt.Errorf("read projects: %w", err)

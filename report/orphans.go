@@ -14,20 +14,39 @@ import (
 
 // Orphan reasons, in the order a review reads them.
 const (
-	ReasonNoOwner       = "no-owner"
-	ReasonTTLExceeded   = "ttl-exceeded"
-	ReasonIdle          = "idle"
+	ReasonNoOwner     = "no-owner"
+	ReasonTTLExceeded = "ttl-exceeded"
+	ReasonIdle        = "idle"
+	// ReasonPoweredOff is a box powered off where that keeps the compute
+	// bill running (node state powered-off-still-billing).
+	ReasonPoweredOff = gpuwarden.NodePoweredOffStillBilling
+	// ReasonStopRequested is a stop the provider accepted and never
+	// confirmed (node state stop-requested).
+	ReasonStopRequested = gpuwarden.NodeStopRequested
+	// ReasonAgentStopped is a box whose agent was stopped, not the box,
+	// silent for the lost window (node state agent-stopped).
+	ReasonAgentStopped  = gpuwarden.NodeAgentStopped
 	ReasonHeartbeatLost = "heartbeat-lost"
 )
 
+// OrphanPeriod is how far back the orphan review counts what a box cost.
+const OrphanPeriod = 7 * 24 * time.Hour
+
 // reasonOrder fixes the order of reasons in every output.
-var reasonOrder = []string{ReasonNoOwner, ReasonTTLExceeded, ReasonIdle, ReasonHeartbeatLost}
+var reasonOrder = []string{ReasonNoOwner, ReasonTTLExceeded, ReasonIdle, ReasonPoweredOff, ReasonStopRequested, ReasonAgentStopped, ReasonHeartbeatLost}
 
 // reasonAdvice is the line per reason the review ends with: what to do.
 var reasonAdvice = map[string]string{
-	ReasonNoOwner:       "nobody answers for these boxes: find who launched them (provider console, token) and set the owner label at registration, or stop them",
-	ReasonTTLExceeded:   "they outlived the time they were launched for: stop them, or raise the TTL in the launch if the work really needs longer",
-	ReasonIdle:          "the GPUs sleep: stop the boxes, or enable the idle policy of `gpuwarden up` so that they stop themselves",
+	ReasonNoOwner:     "nobody answers for these boxes: find who launched them (provider console, token) and set the owner label at registration, or stop them",
+	ReasonTTLExceeded: "they outlived the time they were launched for: stop them, or raise the TTL in the launch if the work really needs longer",
+	ReasonIdle:        "the GPUs sleep: stop the boxes, or enable the idle policy of `gpuwarden up` so that they stop themselves",
+	ReasonPoweredOff: "these boxes powered off where that does not end the bill: stop them through the provider itself " +
+		"(deallocate, stop, terminate: each box's fix says which), give their agent a stop that ends the bill, " +
+		"and mark them gone with `gpuwarden node gone ID` once they no longer bill",
+	ReasonStopRequested: "the provider accepted the stop but never said it ended: check each box in the provider's console, " +
+		"stop it there if it still runs, then `gpuwarden node gone ID`",
+	ReasonAgentStopped: "their agent was stopped, not the box, which may run and bill on with nobody watching: start the agent " +
+		"again (`gpuwarden up`), or stop the box through the provider and `gpuwarden node gone ID`",
 	ReasonHeartbeatLost: "the agent stopped reporting but the box may still bill: check in the provider's console that it is really gone, and terminate it there if not",
 }
 
@@ -37,7 +56,7 @@ type OrphanOptions struct {
 	// means DefaultIdleAfter.
 	IdleAfter time.Duration
 	// LostAfter is how long without a heartbeat makes a box lost; zero
-	// means DefaultLostAfter.
+	// means the input's LostAfter, else DefaultLostAfter.
 	LostAfter time.Duration
 }
 
@@ -53,37 +72,48 @@ type OrphanReport struct {
 
 // Orphan is one box that bills with nobody watching, and why we think so.
 type Orphan struct {
-	Node         string             `json:"node"`
-	Project      string             `json:"project"`
-	Hostname     string             `json:"hostname,omitempty"`
-	Owner        string             `json:"owner"`
-	Provider     string             `json:"provider"`
-	Region       string             `json:"region,omitempty"`
-	InstanceType string             `json:"instance_type,omitempty"`
-	State        string             `json:"state"`
-	Registered   time.Time          `json:"registered,omitzero"`
-	LastSeen     time.Time          `json:"last_seen,omitzero"`
-	Reasons      []OrphanReason     `json:"reasons"`
-	HourlyPrice  gpuwarden.Micros   `json:"hourly_price"`
-	Currency     gpuwarden.Currency `json:"currency"`
-	// CostSoFar is the node's hours in the report's period.
+	Node         string         `json:"node"`
+	Project      string         `json:"project"`
+	Hostname     string         `json:"hostname,omitempty"`
+	Owner        string         `json:"owner"`
+	Provider     string         `json:"provider"`
+	Region       string         `json:"region,omitempty"`
+	InstanceType string         `json:"instance_type,omitempty"`
+	State        string         `json:"state"`
+	Registered   time.Time      `json:"registered,omitzero"`
+	LastSeen     time.Time      `json:"last_seen,omitzero"`
+	Reasons      []OrphanReason `json:"reasons"`
+	// HourlyPrice is the node's price label; BillsHourly what it bills an
+	// hour now: the price, or after a stop the rate that still bills.
+	HourlyPrice gpuwarden.Micros   `json:"hourly_price"`
+	BillsHourly gpuwarden.Micros   `json:"bills_hourly"`
+	Currency    gpuwarden.Currency `json:"currency"`
+	// CostSoFar is what the node cost in the report's period (OrphanPeriod):
+	// its hours and AfterStop.
 	CostSoFar gpuwarden.Cents `json:"cost_so_far"`
-	// WeeklyCost is what another week at the hourly price would cost.
+	// AfterStop is the part of CostSoFar billed since the box stopped
+	// reporting (still billing after stop).
+	AfterStop gpuwarden.Cents `json:"after_stop"`
+	// WeeklyCost is what another week at BillsHourly would cost.
 	WeeklyCost gpuwarden.Cents `json:"weekly_cost"`
 }
 
-// OrphanReason is one reason a box is an orphan, with the evidence in words.
+// OrphanReason is one reason a box is an orphan, with the evidence in words
+// and, where one box needs its own, the fix.
 type OrphanReason struct {
 	Reason   string `json:"reason"`
 	Evidence string `json:"evidence"`
+	Fix      string `json:"fix,omitempty"`
 }
 
-// OrphanTotal sums the orphans of one currency.
+// OrphanTotal sums the orphans of one currency; HourlyPrice is what they
+// bill an hour (their BillsHourly).
 type OrphanTotal struct {
 	Currency    gpuwarden.Currency `json:"currency"`
 	Orphans     int                `json:"orphans"`
 	HourlyPrice gpuwarden.Micros   `json:"hourly_price"`
 	CostSoFar   gpuwarden.Cents    `json:"cost_so_far"`
+	AfterStop   gpuwarden.Cents    `json:"after_stop"`
 	WeeklyCost  gpuwarden.Cents    `json:"weekly_cost"`
 }
 
@@ -97,16 +127,19 @@ type ReasonCount struct {
 // hoursPerWeek prices a week left on, in micros of an hour.
 const hoursPerWeek = 168 * gpuwarden.MicrosPerUnit
 
-// Orphans finds the boxes that are not stopped yet have no owner, outlived
-// their TTL, sleep, or stopped reporting. A box is listed once with every
-// reason that holds, most expensive per week first.
+// Orphans finds the boxes that may bill (neither confirmed stopped nor
+// marked gone) yet have no owner, outlived their TTL, sleep, powered off
+// where that keeps billing, had a stop the provider never confirmed, or
+// stopped reporting. A box is listed once with every reason that holds,
+// most expensive per week first.
 func Orphans(in Input, opt OrphanOptions) OrphanReport {
 	if opt.IdleAfter <= 0 {
 		opt.IdleAfter = DefaultIdleAfter
 	}
 	if opt.LostAfter <= 0 {
-		opt.LostAfter = DefaultLostAfter
+		opt.LostAfter = cmp.Or(in.LostAfter, DefaultLostAfter)
 	}
+	in.LostAfter = opt.LostAfter
 	now := in.Now.UTC()
 	ix := newIndex(in)
 	costs := map[string]map[gpuwarden.Currency]gpuwarden.Micros{}
@@ -121,14 +154,17 @@ func Orphans(in Input, opt OrphanOptions) OrphanReport {
 		LostAfterSeconds: int64(opt.LostAfter / time.Second), Orphans: []Orphan{}, Totals: []OrphanTotal{}, Reasons: []ReasonCount{}}
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
-		if stopped(n) || ix.nodes[n.ID] != n { // a node listed twice counts once
-			continue
-		}
-		reasons := orphanReasons(n, now, opt)
-		if len(reasons) == 0 {
+		state := in.state(n)
+		if billsNothing(state) || ix.nodes[n.ID] != n { // a node listed twice counts once
 			continue
 		}
 		cur := ix.currency(n)
+		as, accruing := StillBilling(*n, cur, now, opt.LostAfter)
+		accruing = accruing && as.Accruing()
+		reasons := orphanReasons(n, state, as, accruing, now, opt)
+		if len(reasons) == 0 {
+			continue
+		}
 		if cur == "" && len(costs[n.ID]) == 1 {
 			// A box with no currency anywhere still has hours that say it.
 			for c := range costs[n.ID] {
@@ -138,9 +174,16 @@ func Orphans(in Input, opt OrphanOptions) OrphanReport {
 		o := Orphan{Node: n.ID, Project: n.Project, Hostname: n.Hostname, Owner: orNone(n.Labels.Owner),
 			Provider: orNone(n.Labels.Provider), Region: n.Labels.Region, InstanceType: n.Labels.InstanceType,
 			State: orNone(n.Live.State), Registered: utc(n.Registered), LastSeen: utc(n.LastSeen), Reasons: reasons,
-			HourlyPrice: n.Labels.HourlyPrice, Currency: cur,
-			CostSoFar:  gpuwarden.CentsOf(costs[n.ID][cur]),
-			WeeklyCost: gpuwarden.MulCents(n.Labels.HourlyPrice, hoursPerWeek)}
+			HourlyPrice: n.Labels.HourlyPrice, BillsHourly: n.Labels.HourlyPrice, Currency: cur}
+		spent := costs[n.ID][cur]
+		if accruing && (as.Currency == cur || cur == "") {
+			o.Currency, o.BillsHourly = as.Currency, as.Hourly
+			after := as.Within(now.Add(-OrphanPeriod), now)
+			spent += after
+			o.AfterStop = gpuwarden.CentsOf(after)
+		}
+		o.CostSoFar = gpuwarden.CentsOf(spent)
+		o.WeeklyCost = gpuwarden.MulCents(o.BillsHourly, hoursPerWeek)
 		r.Orphans = append(r.Orphans, o)
 	}
 	slices.SortFunc(r.Orphans, func(a, b Orphan) int {
@@ -156,8 +199,9 @@ func Orphans(in Input, opt OrphanOptions) OrphanReport {
 			totals[o.Currency] = t
 		}
 		t.Orphans++
-		t.HourlyPrice += o.HourlyPrice
+		t.HourlyPrice += o.BillsHourly
 		t.CostSoFar += o.CostSoFar
+		t.AfterStop += o.AfterStop
 		t.WeeklyCost += o.WeeklyCost
 		for _, rs := range o.Reasons {
 			counts[rs.Reason]++
@@ -174,30 +218,52 @@ func Orphans(in Input, opt OrphanOptions) OrphanReport {
 	return r
 }
 
-// orphanReasons lists the reasons that hold for a box that is not stopped.
-func orphanReasons(n *gpuwarden.Node, now time.Time, opt OrphanOptions) []OrphanReason {
+// orphanReasons lists the reasons that hold for a box that may bill; as
+// is what it bills after a stop, when accruing.
+func orphanReasons(n *gpuwarden.Node, state string, as AfterStop, accruing bool, now time.Time, opt OrphanOptions) []OrphanReason {
 	var out []OrphanReason
 	if n.Labels.Owner == "" {
 		ev := "no owner label"
 		if !n.Registered.IsZero() {
 			ev += fmt.Sprintf(", registered %s ago", human(now.Sub(n.Registered)))
 		}
-		out = append(out, OrphanReason{ReasonNoOwner, ev})
+		out = append(out, OrphanReason{Reason: ReasonNoOwner, Evidence: ev})
 	}
 	// A TTL past what a Duration holds (about 292 years) cannot have run
 	// out; converting it would wrap round to a TTL long gone.
 	if n.Labels.TTLSeconds > 0 && n.Labels.TTLSeconds <= math.MaxInt64/int64(time.Second) && !n.Registered.IsZero() {
 		ttl := time.Duration(n.Labels.TTLSeconds) * time.Second
 		if end := n.Registered.Add(ttl); now.After(end) {
-			out = append(out, OrphanReason{ReasonTTLExceeded, fmt.Sprintf("TTL %s ran out %s ago", human(ttl), human(now.Sub(end)))})
+			out = append(out, OrphanReason{Reason: ReasonTTLExceeded, Evidence: fmt.Sprintf("TTL %s ran out %s ago", human(ttl), human(now.Sub(end)))})
 		}
 	}
-	if !n.Live.IdleSince.IsZero() {
+	// A box that powered off or had its stop requested sleeps for good:
+	// its stop reason says what matters.
+	if !n.Live.IdleSince.IsZero() && state != gpuwarden.NodePoweredOffStillBilling && state != gpuwarden.NodeStopRequested {
 		if d := now.Sub(n.Live.IdleSince); d >= opt.IdleAfter {
-			out = append(out, OrphanReason{ReasonIdle, fmt.Sprintf("idle for %s", human(d))})
+			out = append(out, OrphanReason{Reason: ReasonIdle, Evidence: fmt.Sprintf("idle for %s", human(d))})
 		}
 	}
-	if lost(n, now, opt.LostAfter) {
+	if state == gpuwarden.NodePoweredOffStillBilling || state == gpuwarden.NodeStopRequested {
+		if !accruing {
+			// A price unknown: the box still bills, at a rate nobody gave.
+			as = AfterStop{State: state, Currency: as.Currency}
+		}
+		if rs, ok := stopReasonOf(n, as, now); ok {
+			out = append(out, rs)
+		}
+	}
+	if state == gpuwarden.NodeAgentStopped && !n.LastSeen.IsZero() && now.Sub(n.LastSeen) >= opt.LostAfter {
+		// Within the lost window an agent restarting is no news.
+		ev := fmt.Sprintf("its agent was stopped %s ago, not the box, which may run on", human(now.Sub(n.LastSeen)))
+		if accruing {
+			ev += "; bills " + rate(as.Currency, as.Hourly) + " in full until someone looks"
+		}
+		fix := fmt.Sprintf("start the agent again (`gpuwarden up`), or stop the box through %s, then `gpuwarden node gone %s`",
+			cmp.Or(n.Labels.Provider, "the provider"), n.ID)
+		out = append(out, OrphanReason{Reason: ReasonAgentStopped, Evidence: ev, Fix: fix})
+	}
+	if state == gpuwarden.NodeLost {
 		var ev string
 		switch {
 		case !n.LastSeen.IsZero():
@@ -210,7 +276,12 @@ func orphanReasons(n *gpuwarden.Node, now time.Time, opt OrphanOptions) []Orphan
 		if n.Live.State == gpuwarden.NodeLost && !n.LastSeen.IsZero() && now.Sub(n.LastSeen) < opt.LostAfter {
 			ev = "marked lost by the server; " + ev
 		}
-		out = append(out, OrphanReason{ReasonHeartbeatLost, ev})
+		if s := n.Live.Stop; s != nil && !s.StopsBilling && s.Why != "" {
+			ev += "; its idle stop would not have ended the bill: " + s.Why
+		}
+		fix := fmt.Sprintf("check in %s's console whether it still runs, stop it there if so, then `gpuwarden node gone %s`",
+			cmp.Or(n.Labels.Provider, "the provider"), n.ID)
+		out = append(out, OrphanReason{Reason: ReasonHeartbeatLost, Evidence: ev, Fix: fix})
 	}
 	return out
 }
@@ -227,6 +298,9 @@ func (o Orphan) evidence() string {
 	ev := make([]string, len(o.Reasons))
 	for i, r := range o.Reasons {
 		ev[i] = r.Evidence
+		if r.Fix != "" {
+			ev[i] += "; fix: " + r.Fix
+		}
 	}
 	return strings.Join(ev, "; ")
 }
@@ -244,8 +318,12 @@ func (r OrphanReport) summary() []string {
 		if t.Orphans == 1 {
 			noun = "orphan bills"
 		}
-		out = append(out, fmt.Sprintf("%d %s %s: %s a week if left on, %s so far this period.",
-			t.Orphans, noun, rate(t.Currency, t.HourlyPrice), money(t.Currency, t.WeeklyCost), money(t.Currency, t.CostSoFar)))
+		s := fmt.Sprintf("%d %s %s: %s a week if left on, %s so far this period",
+			t.Orphans, noun, rate(t.Currency, t.HourlyPrice), money(t.Currency, t.WeeklyCost), money(t.Currency, t.CostSoFar))
+		if t.AfterStop > 0 {
+			s += fmt.Sprintf(", %s of it after they stopped reporting", money(t.Currency, t.AfterStop))
+		}
+		out = append(out, s+".")
 	}
 	return out
 }
@@ -267,7 +345,7 @@ func WriteOrphanTable(w io.Writer, r OrphanReport) error {
 	t := newTable("NODE", "PROJECT", "OWNER", "PROVIDER", "REASONS", "PRICE", "SO FAR", "PER WEEK").alignRight(5, 6, 7)
 	for _, o := range r.Orphans {
 		t.add(truncate(o.Node, 24), truncate(o.Project, 12), truncate(o.Owner, 12), truncate(o.Provider, 10), o.reasonNames(),
-			rate(o.Currency, o.HourlyPrice), money(o.Currency, o.CostSoFar), money(o.Currency, o.WeeklyCost))
+			rate(o.Currency, o.BillsHourly), money(o.Currency, o.CostSoFar), money(o.Currency, o.WeeklyCost))
 	}
 	if err := t.write(&b); err != nil {
 		return err
@@ -304,7 +382,7 @@ func (r OrphanReport) Markdown(title string) string {
 	var rows [][]string
 	for _, o := range r.Orphans {
 		rows = append(rows, []string{mdCode(o.Node), o.Project, o.Owner, o.Provider, o.reasonNames(), o.evidence(),
-			rate(o.Currency, o.HourlyPrice), money(o.Currency, o.CostSoFar), money(o.Currency, o.WeeklyCost)})
+			rate(o.Currency, o.BillsHourly), money(o.Currency, o.CostSoFar), money(o.Currency, o.WeeklyCost)})
 	}
 	b.WriteString(mdTable(head, right, rows))
 	b.WriteString("\n**What to do**\n\n")

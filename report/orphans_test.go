@@ -9,6 +9,11 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
+// lostFix is the fix of a lost box with no provider label.
+func lostFix(id string) string {
+	return "check in the provider's console whether it still runs, stop it there if so, then `gpuwarden node gone " + id + "`"
+}
+
 func TestOrphansFixture(t *testing.T) {
 	reg := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	want := OrphanReport{
@@ -17,14 +22,14 @@ func TestOrphansFixture(t *testing.T) {
 			{Node: "e", Project: "web", Owner: "carol", Provider: "aws", State: "running", Registered: ago(27 * time.Hour),
 				LastSeen: ago(30 * time.Second),
 				Reasons: []OrphanReason{
-					{ReasonTTLExceeded, "TTL 24h ran out 3h ago"},
-					{ReasonIdle, "idle for 6h 10m"},
+					{Reason: ReasonTTLExceeded, Evidence: "TTL 24h ran out 3h ago"},
+					{Reason: ReasonIdle, Evidence: "idle for 6h 10m"},
 				},
-				HourlyPrice: eur("1.5"), Currency: "USD", CostSoFar: 150, WeeklyCost: 25200},
+				HourlyPrice: eur("1.5"), BillsHourly: eur("1.5"), Currency: "USD", CostSoFar: 150, WeeklyCost: 25200},
 			{Node: "c", Project: "ml", Owner: None, Provider: None, State: "running", Registered: reg, LastSeen: ago(2 * time.Hour),
 				Reasons: []OrphanReason{
-					{ReasonNoOwner, "no owner label, registered 19d 12h ago"},
-					{ReasonHeartbeatLost, "last heartbeat 2h ago"},
+					{Reason: ReasonNoOwner, Evidence: "no owner label, registered 19d 12h ago"},
+					{Reason: ReasonHeartbeatLost, Evidence: "last heartbeat 2h ago", Fix: lostFix("c")},
 				},
 				Currency: "EUR"},
 		},
@@ -61,19 +66,19 @@ func TestOrphanReasons(t *testing.T) {
 	}{
 		{"healthy", gpuwarden.Node{Labels: owned, Registered: ago(time.Hour), LastSeen: now, Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
 		{"a node with no labels and no times", gpuwarden.Node{}, OrphanOptions{},
-			[]OrphanReason{{ReasonNoOwner, "no owner label"}, {ReasonHeartbeatLost, "never sent a heartbeat"}}},
+			[]OrphanReason{{Reason: ReasonNoOwner, Evidence: "no owner label"}, {Reason: ReasonHeartbeatLost, Evidence: "never sent a heartbeat", Fix: lostFix("n")}}},
 		{"idle exactly at the threshold", gpuwarden.Node{Labels: owned, LastSeen: now, Live: up(gpuwarden.Heartbeat{IdleSince: ago(4 * time.Hour)})},
-			OrphanOptions{}, []OrphanReason{{ReasonIdle, "idle for 4h"}}},
+			OrphanOptions{}, []OrphanReason{{Reason: ReasonIdle, Evidence: "idle for 4h"}}},
 		{"idle a minute short", gpuwarden.Node{Labels: owned, LastSeen: now, Live: up(gpuwarden.Heartbeat{IdleSince: ago(4*time.Hour - time.Minute)})},
 			OrphanOptions{}, nil},
 		{"idle after a shorter setting", gpuwarden.Node{Labels: owned, LastSeen: now, Live: up(gpuwarden.Heartbeat{IdleSince: ago(90 * time.Minute)})},
-			OrphanOptions{IdleAfter: time.Hour}, []OrphanReason{{ReasonIdle, "idle for 1h 30m"}}},
+			OrphanOptions{IdleAfter: time.Hour}, []OrphanReason{{Reason: ReasonIdle, Evidence: "idle for 1h 30m"}}},
 		{"idle since a skewed future", gpuwarden.Node{Labels: owned, LastSeen: now, Live: up(gpuwarden.Heartbeat{IdleSince: now.Add(time.Hour)})},
 			OrphanOptions{}, nil},
 		{"TTL not yet out", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 7200}, Registered: ago(time.Hour), LastSeen: now,
 			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, nil},
 		{"TTL out", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 3600}, Registered: ago(75 * time.Hour), LastSeen: now,
-			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, []OrphanReason{{ReasonTTLExceeded, "TTL 1h ran out 3d 2h ago"}}},
+			Live: up(gpuwarden.Heartbeat{})}, OrphanOptions{}, []OrphanReason{{Reason: ReasonTTLExceeded, Evidence: "TTL 1h ran out 3d 2h ago"}}},
 		// 10¹⁰ s is about 317 years: past what a time.Duration holds, so
 		// it must not wrap round to a TTL that ran out long ago.
 		{"a TTL longer than a Duration holds has not run out", gpuwarden.Node{Labels: gpuwarden.NodeLabels{Owner: "a", TTLSeconds: 1e10},
@@ -85,13 +90,13 @@ func TestOrphanReasons(t *testing.T) {
 		{"heartbeat just inside a longer setting", gpuwarden.Node{Labels: owned, LastSeen: ago(29 * time.Minute), Live: up(gpuwarden.Heartbeat{})},
 			OrphanOptions{LostAfter: 30 * time.Minute}, nil},
 		{"no heartbeat since registering", gpuwarden.Node{Labels: owned, Registered: ago(2 * time.Hour), Live: gpuwarden.Heartbeat{}},
-			OrphanOptions{}, []OrphanReason{{ReasonHeartbeatLost, "no heartbeat since it registered 2h ago"}}},
+			OrphanOptions{}, []OrphanReason{{Reason: ReasonHeartbeatLost, Evidence: "no heartbeat since it registered 2h ago", Fix: lostFix("n")}}},
 		{"marked lost by the server", gpuwarden.Node{Labels: owned, LastSeen: ago(time.Minute), Live: gpuwarden.Heartbeat{State: gpuwarden.NodeLost}},
-			OrphanOptions{}, []OrphanReason{{ReasonHeartbeatLost, "marked lost by the server; last heartbeat 1m ago"}}},
+			OrphanOptions{}, []OrphanReason{{Reason: ReasonHeartbeatLost, Evidence: "marked lost by the server; last heartbeat 1m ago", Fix: lostFix("n")}}},
 		{"every reason at once", gpuwarden.Node{Labels: gpuwarden.NodeLabels{TTLSeconds: 86400}, Registered: ago(30 * time.Hour),
 			LastSeen: ago(2 * time.Hour), Live: up(gpuwarden.Heartbeat{IdleSince: ago(6*time.Hour + 10*time.Minute)})}, OrphanOptions{},
-			[]OrphanReason{{ReasonNoOwner, "no owner label, registered 30h ago"}, {ReasonTTLExceeded, "TTL 24h ran out 6h ago"},
-				{ReasonIdle, "idle for 6h 10m"}, {ReasonHeartbeatLost, "last heartbeat 2h ago"}}},
+			[]OrphanReason{{Reason: ReasonNoOwner, Evidence: "no owner label, registered 30h ago"}, {Reason: ReasonTTLExceeded, Evidence: "TTL 24h ran out 6h ago"},
+				{Reason: ReasonIdle, Evidence: "idle for 6h 10m"}, {Reason: ReasonHeartbeatLost, Evidence: "last heartbeat 2h ago", Fix: lostFix("n")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

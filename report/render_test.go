@@ -60,7 +60,7 @@ func renderings(t *testing.T, name string, in Input) map[string][]byte {
 }
 
 func TestRenderGolden(t *testing.T) {
-	for name, in := range map[string]Input{"fixture": fixture(), "empty": {Now: now}} {
+	for name, in := range map[string]Input{"fixture": fixture(), "empty": {Now: now}, "stops": stopsFixture()} {
 		for file, got := range renderings(t, name, in) {
 			t.Run(file, func(t *testing.T) {
 				golden(t, file, got)

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/textsafe"
 )
 
 // Input is what a report reads: the fleet ledger's rows for a period.
@@ -30,6 +31,9 @@ type Input struct {
 	Nodes    []gpuwarden.Node
 	Hours    []gpuwarden.NodeHour  // node hours in the period
 	Events   []gpuwarden.NodeEvent // events in the period
+	// LostAfter is how long a silent node takes to be lost (NodeState);
+	// zero means DefaultLostAfter.
+	LostAfter time.Duration
 }
 
 // None is the key shown for an empty owner or provider label, so that
@@ -41,7 +45,7 @@ const None = "(none)"
 const Unknown = "(unknown)"
 
 // Defaults of the orphan review; DefaultLostAfter also decides which nodes
-// count as burning money in the spend forecast.
+// are lost (NodeState), and so what the spend forecast counts as burning.
 const (
 	DefaultIdleAfter = 4 * time.Hour
 	DefaultLostAfter = 10 * time.Minute
@@ -112,8 +116,6 @@ func orNone(s string) string {
 	return s
 }
 
-func stopped(n *gpuwarden.Node) bool { return n.Live.State == gpuwarden.NodeStopped }
-
 // lastSign is the last time the node showed it was alive: its last
 // heartbeat, or its registration when it never sent one.
 func lastSign(n *gpuwarden.Node) time.Time {
@@ -123,23 +125,13 @@ func lastSign(n *gpuwarden.Node) time.Time {
 	return n.Registered
 }
 
-// lost says whether a node that was not stopped has stopped talking: it may
-// still be billing, but nobody can see what it does.
-func lost(n *gpuwarden.Node, now time.Time, after time.Duration) bool {
-	if stopped(n) {
-		return false
-	}
-	if n.Live.State == gpuwarden.NodeLost {
-		return true
-	}
-	seen := lastSign(n)
-	return seen.IsZero() || now.Sub(seen) >= after
-}
+// state is a node's state as the fleet sees it (NodeState) at the input's
+// clock and lost window.
+func (in Input) state(n *gpuwarden.Node) string { return NodeState(*n, in.Now.UTC(), in.LostAfter) }
 
-// running says whether a node is burning money as far as anyone can tell.
-func running(n *gpuwarden.Node, now time.Time) bool {
-	return n.Live.State == gpuwarden.NodeRunning && !lost(n, now, DefaultLostAfter)
-}
+// billsNothing says whether a node in state bills nothing that a report
+// should show as live: confirmed stopped, or marked gone.
+func billsNothing(state string) bool { return !gpuwarden.Billing(state) }
 
 // finite turns NaN and infinities into zero: JSON cannot carry them, and a
 // report must never fail to encode because one input was odd.
@@ -362,13 +354,7 @@ func mdTable(head []string, right []bool, rows [][]string) string {
 }
 
 // mdCell keeps a label from breaking the table: labels come from the boxes.
-func mdCell(s string) string {
-	s = strings.NewReplacer("|", `\|`, "\r", " ", "\n", " ").Replace(s)
-	if s == "" {
-		return " "
-	}
-	return s
-}
+func mdCell(s string) string { return textsafe.MarkdownCell(s) }
 
 // mdCode wraps a node ID in backticks so that markdown leaves it alone.
 func mdCode(s string) string {

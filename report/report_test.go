@@ -192,29 +192,6 @@ func TestDivRound(t *testing.T) {
 	}
 }
 
-func TestLost(t *testing.T) {
-	tests := []struct {
-		name string
-		n    gpuwarden.Node
-		want bool
-	}{
-		{"fresh heartbeat", gpuwarden.Node{LastSeen: ago(time.Minute), Live: gpuwarden.Heartbeat{State: gpuwarden.NodeRunning}}, false},
-		{"exactly at the threshold", gpuwarden.Node{LastSeen: ago(10 * time.Minute), Live: gpuwarden.Heartbeat{State: gpuwarden.NodeRunning}}, true},
-		{"stopped long ago", gpuwarden.Node{LastSeen: ago(100 * time.Hour), Live: gpuwarden.Heartbeat{State: gpuwarden.NodeStopped}}, false},
-		{"marked lost", gpuwarden.Node{LastSeen: ago(time.Minute), Live: gpuwarden.Heartbeat{State: gpuwarden.NodeLost}}, true},
-		{"never a heartbeat, registered recently", gpuwarden.Node{Registered: ago(time.Minute)}, false},
-		{"never a heartbeat, registered long ago", gpuwarden.Node{Registered: ago(time.Hour)}, true},
-		{"no times at all", gpuwarden.Node{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := lost(&tt.n, now, DefaultLostAfter); got != tt.want {
-				t.Errorf("lost = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestJSONNeverNaN encodes every report of hostile inputs: NaN and infinite
 // utilisation, zero-minute hours, empty input. JSON cannot carry NaN, so an
 // encoding error here is a report the API could not serve.

@@ -40,12 +40,21 @@ type SpendRow struct {
 	Key      string             `json:"key"`
 	Currency gpuwarden.Currency `json:"currency"`
 	Spent    gpuwarden.Cents    `json:"spent"`
-	// Nodes had hours this month or are not stopped; Running are running
-	// and still sending heartbeats.
+	// Nodes had spend this month or may bill now (neither stopped nor
+	// gone); Running are running and still sending heartbeats.
 	Nodes   int `json:"nodes"`
 	Running int `json:"running"`
-	// HourlyBurn is the sum of the running nodes' hourly prices.
+	// HourlyBurn is what the row bills an hour now: the running nodes'
+	// hourly prices and AfterStopHourly.
 	HourlyBurn gpuwarden.Micros `json:"hourly_burn"`
+	// AfterStop is the part of Spent that boxes billed after they stopped
+	// reporting ("still billing after stop", see AfterStop): a stop that
+	// did not end the bill, a lost box, a stopped box's disks.
+	AfterStop gpuwarden.Cents `json:"after_stop"`
+	// StillBilling counts the boxes that bill so now, and AfterStopHourly
+	// is their part of HourlyBurn.
+	StillBilling    int              `json:"still_billing"`
+	AfterStopHourly gpuwarden.Micros `json:"after_stop_hourly"`
 	// Forecast is Spent plus HourlyBurn for every hour left in the month.
 	Forecast gpuwarden.Cents `json:"forecast"`
 	// Budget is set when the row is a project's and in its budget's currency.
@@ -62,17 +71,22 @@ type BudgetUse struct {
 // CurrencyTotal sums the rows of one currency; totals are sums of the
 // rounded rows, so printed lines add up to printed totals.
 type CurrencyTotal struct {
-	Currency   gpuwarden.Currency `json:"currency"`
-	Spent      gpuwarden.Cents    `json:"spent"`
-	Nodes      int                `json:"nodes"`
-	Running    int                `json:"running"`
-	HourlyBurn gpuwarden.Micros   `json:"hourly_burn"`
-	Forecast   gpuwarden.Cents    `json:"forecast"`
+	Currency        gpuwarden.Currency `json:"currency"`
+	Spent           gpuwarden.Cents    `json:"spent"`
+	Nodes           int                `json:"nodes"`
+	Running         int                `json:"running"`
+	HourlyBurn      gpuwarden.Micros   `json:"hourly_burn"`
+	AfterStop       gpuwarden.Cents    `json:"after_stop"`
+	StillBilling    int                `json:"still_billing"`
+	AfterStopHourly gpuwarden.Micros   `json:"after_stop_hourly"`
+	Forecast        gpuwarden.Cents    `json:"forecast"`
 }
 
 // Spend reports the month-to-date spend per project, owner or provider. The
 // month is month's calendar month in UTC (the zero time means Now's); hours
-// outside it are ignored, so the caller may pass a wider period.
+// outside it are ignored, so the caller may pass a wider period. Spend is
+// the minutes the agents shipped plus what boxes billed after they stopped
+// reporting (StillBilling), up to Now.
 func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 	if by != ByProject && by != ByOwner && by != ByProvider {
 		return SpendReport{}, gpuwarden.Errorf(gpuwarden.EInvalid, "spend by %q: no such grouping", by).
@@ -107,10 +121,10 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 		cur gpuwarden.Currency
 	}
 	type acc struct {
-		spent   gpuwarden.Micros
-		nodes   map[string]bool
-		running int
-		burn    gpuwarden.Micros
+		spent, afterStop gpuwarden.Micros
+		nodes            map[string]bool
+		running, still   int
+		burn, stillBurn  gpuwarden.Micros
 	}
 	rows := map[rowKey]*acc{}
 	get := func(k rowKey) *acc {
@@ -142,12 +156,33 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 	}
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
-		if stopped(n) || ix.nodes[n.ID] != n { // a node listed twice counts once
+		if ix.nodes[n.ID] != n { // a node listed twice counts once
 			continue
 		}
-		a := get(rowKey{keyOf(n), ix.currency(n)})
+		state := in.state(n)
+		cur := ix.currency(n)
+		if as, ok := StillBilling(*n, cur, now, in.LostAfter); ok {
+			m := as.Within(from, minTime(now, to))
+			if m > 0 || as.Accruing() {
+				a := get(rowKey{keyOf(n), as.Currency})
+				a.spent += m
+				a.afterStop += m
+				if as.Currency == cur {
+					a.nodes[n.ID] = true
+				}
+				if as.Accruing() {
+					a.still++
+					a.stillBurn += as.Hourly
+					a.burn += as.Hourly
+				}
+			}
+		}
+		if billsNothing(state) {
+			continue
+		}
+		a := get(rowKey{keyOf(n), cur})
 		a.nodes[n.ID] = true
-		if running(n, now) {
+		if state == gpuwarden.NodeRunning {
 			a.running++
 			a.burn += n.Labels.HourlyPrice
 		}
@@ -164,7 +199,8 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 		HoursLeft: round1(left.Hours()), Rows: []SpendRow{}, Totals: []CurrencyTotal{}, Findings: []string{}}
 	for k, a := range rows {
 		row := SpendRow{Key: k.key, Currency: k.cur, Spent: gpuwarden.CentsOf(a.spent), Nodes: len(a.nodes),
-			Running: a.running, HourlyBurn: a.burn}
+			Running: a.running, HourlyBurn: a.burn, AfterStop: gpuwarden.CentsOf(a.afterStop),
+			StillBilling: a.still, AfterStopHourly: a.stillBurn}
 		row.Forecast = row.Spent // a month that is over forecasts what it spent
 		if now.Before(to) {
 			row.Forecast = gpuwarden.MonthForecast(row.Spent, a.burn, maxTime(now, from))
@@ -192,6 +228,9 @@ func Spend(in Input, by string, month time.Time) (SpendReport, error) {
 		t.Nodes += row.Nodes
 		t.Running += row.Running
 		t.HourlyBurn += row.HourlyBurn
+		t.AfterStop += row.AfterStop
+		t.StillBilling += row.StillBilling
+		t.AfterStopHourly += row.AfterStopHourly
 		t.Forecast += row.Forecast
 	}
 	for _, c := range sortedKeys(totals) {
@@ -240,6 +279,21 @@ func spendFindings(r SpendReport, ix index, unknown map[gpuwarden.Currency]gpuwa
 			}
 			out = append(out, s)
 		}
+	}
+	for _, row := range r.Rows {
+		if row.AfterStop == 0 && row.StillBilling == 0 {
+			continue
+		}
+		f := fmt.Sprintf("%s: %s of the %s spent was billed after boxes stopped reporting (still billing after stop)",
+			row.Key, money(row.Currency, row.AfterStop), money(row.Currency, row.Spent))
+		switch row.StillBilling {
+		case 0:
+		case 1:
+			f += fmt.Sprintf("; 1 box still bills %s", rate(row.Currency, row.AfterStopHourly))
+		default:
+			f += fmt.Sprintf("; %d boxes still bill %s", row.StillBilling, rate(row.Currency, row.AfterStopHourly))
+		}
+		out = append(out, f)
 	}
 	if unknownCount > 0 {
 		var parts []string

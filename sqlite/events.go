@@ -21,6 +21,8 @@ VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (dedup_key) DO NOTHING`
 // stored, and reports whether it was new; the time is kept to the
 // millisecond.
 func (l *Ledger) RecordEvent(ctx context.Context, e gpuwarden.Event) (bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	var key any
 	if e.Key != "" {
 		key = e.Key
@@ -43,6 +45,8 @@ func (l *Ledger) RecordEvent(ctx context.Context, e gpuwarden.Event) (bool, erro
 // Events returns at most limit events, newest first (the later recorded
 // first within one millisecond); a limit of zero or less returns none.
 func (l *Ledger) Events(ctx context.Context, limit int) ([]gpuwarden.Event, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -53,6 +57,8 @@ FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, limit)
 // EventsAfter returns at most limit events recorded after sequence number
 // seq, oldest first: ids grow with every insert, so they order recording.
 func (l *Ledger) EventsAfter(ctx context.Context, seq int64, limit int) ([]gpuwarden.Event, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -93,6 +99,8 @@ func (l *Ledger) queryEvents(ctx context.Context, query string, args ...any) ([]
 
 // State returns the value stored under key, and whether there is one.
 func (l *Ledger) State(ctx context.Context, key string) (string, bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	var v string
 	err := l.db.QueryRowContext(ctx, "SELECT value FROM state WHERE name = $1", key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -106,6 +114,8 @@ func (l *Ledger) State(ctx context.Context, key string) (string, bool, error) {
 
 // SetState stores value under key, replacing what was there.
 func (l *Ledger) SetState(ctx context.Context, key, value string) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if _, err := l.db.ExecContext(ctx, `INSERT INTO state (name, value) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value`, key, value); err != nil {
 		return l.wrap("write state "+key, err)

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -49,12 +51,20 @@ const newFilePragmas = "&_auto_vacuum=INCREMENTAL"
 // Ledger is the agent's ledger in one SQLite file; it is safe for concurrent
 // use, and its writes go through one connection, one at a time.
 type Ledger struct {
-	db   *sql.DB
 	path string
 
+	// mu guards the connection and its statements: every method holds it
+	// to read, Replace to swap them for a fresh file's.
+	mu          sync.RWMutex
+	db          *sql.DB
 	insertHost  *sql.Stmt
 	insertGPU   *sql.Stmt
 	insertEvent *sql.Stmt
+	// file is the file opened, which Gone compares with what the path
+	// names now; closed is set once the connection is closed, and shut by
+	// Close, after which Replace opens nothing.
+	file         os.FileInfo
+	closed, shut bool
 }
 
 var _ gpuwarden.Ledger = (*Ledger)(nil)
@@ -67,15 +77,28 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		return nil, err
 	}
 	l := &Ledger{db: db, path: abs}
-	p := preparer{ctx: ctx, db: db}
+	if err := l.prepare(ctx); err != nil {
+		_ = l.Close()
+		return nil, l.wrap("open ledger", err)
+	}
+	return l, nil
+}
+
+// prepare prepares the statements on l.db and notes which file it opened.
+func (l *Ledger) prepare(ctx context.Context) error {
+	p := preparer{ctx: ctx, db: l.db}
 	l.insertHost = p.prepare(ledgerrow.UpsertSQL("host_samples", []string{"time_ms"}, ledgerrow.HostCols))
 	l.insertGPU = p.prepare(ledgerrow.UpsertSQL("gpu_samples", []string{"time_ms", "gpu"}, ledgerrow.GPUCols))
 	l.insertEvent = p.prepare(insertEventSQL)
 	if p.err != nil {
-		_ = l.Close()
-		return nil, l.wrap("open ledger", p.err)
+		return p.err
 	}
-	return l, nil
+	fi, err := os.Stat(l.path)
+	if err != nil {
+		return err
+	}
+	l.file = fi
+	return nil
 }
 
 // openDB opens the file at path for op ("open ledger"), creating it and its
@@ -96,6 +119,9 @@ func openDB(ctx context.Context, op, path string) (*sql.DB, string, error) {
 	uri := dsn(abs)
 	if fi, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0 {
 		uri += newFilePragmas
+	}
+	if err := private(abs); err != nil {
+		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
 	db, err := sql.Open("sqlite", uri)
 	if err != nil {
@@ -121,6 +147,36 @@ func openDB(ctx context.Context, op, path string) (*sql.DB, string, error) {
 		return nil, "", fmt.Errorf("%s %s: %w", op, abs, err)
 	}
 	return db, abs, nil
+}
+
+// private makes the file at abs, and the -wal and -shm files SQLite keeps
+// beside it, readable by the owner only: the ledger holds the box's process
+// names, its spend and the fleet's tokens. SQLite creates a file 0644 less
+// the umask, and its -wal and -shm with the mode of the database file, so
+// the file is created 0600 here before SQLite opens it; a file an older
+// gpuwarden created is narrowed. A file another user owns is left as it is
+// (chmod is refused): a reader such as `report` still opens it.
+func private(abs string) error {
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+		return nil // a reader's: SQLite says what it can do with it
+	case err != nil:
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{abs, abs + "-wal", abs + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+	}
+	return nil
 }
 
 // readers is how many read-only connections openReaders keeps: enough that
@@ -182,6 +238,18 @@ func closeDB(db *sql.DB, stmts ...*sql.Stmt) error {
 
 // Close releases the file; the ledger cannot be used afterwards.
 func (l *Ledger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.shut = true
+	return l.closeLocked()
+}
+
+// closeLocked closes the connection once; l.mu is held for writing.
+func (l *Ledger) closeLocked() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
 	if err := closeDB(l.db, l.insertHost, l.insertGPU, l.insertEvent); err != nil {
 		return l.wrap("close ledger", err)
 	}

@@ -25,6 +25,8 @@ const (
 // the same second replaces the first; NaN and ±Inf are stored as 0 because
 // SQLite stores NaN as NULL and averages cannot carry them.
 func (l *Ledger) RecordSample(ctx context.Context, s gpuwarden.NodeSample) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if s.Time.IsZero() {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "record sample: the sample has no time")
 	}
@@ -77,6 +79,8 @@ func (l *Ledger) RecordSample(ctx context.Context, s gpuwarden.NodeSample) error
 // (and as its host's and GPUs' time), and is returned when that start is at
 // or after since.
 func (l *Ledger) Samples(ctx context.Context, since time.Time) ([]gpuwarden.NodeSample, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	sinceMs := since.UnixMilli()
 	// One read transaction, so that a Compact between the queries can
 	// neither hide a minute nor return it twice.
@@ -186,6 +190,8 @@ const vacuumMinFreePages = 256
 // nothing. Afterwards, when a quarter of the file is free pages (a backlog
 // just went), it runs PRAGMA incremental_vacuum so the file shrinks.
 func (l *Ledger) Compact(ctx context.Context, now time.Time) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	// Whole minutes only: a minute compacted in two parts would need the
 	// merge below every time instead of only for late ticks.
 	cutoff := ledgerrow.FloorMinute(now.Add(-FullResolution).UnixMilli())

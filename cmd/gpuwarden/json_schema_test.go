@@ -55,6 +55,7 @@ func TestEveryJSONOutputNamesItsSchema(t *testing.T) {
 		{"gpuwarden project list", "projects", []string{"project", "list", "--db", db}},
 		{"gpuwarden token create", "token", []string{"token", "create", "--project", "ml", "--role", "viewer", "--db", db}},
 		{"gpuwarden token list", "tokens", []string{"token", "list", "--db", db}},
+		{"gpuwarden node gone", "node-gone", []string{"node", "gone", "n1", "--db", db}}, // n1 is seeded below
 		{"gpuwarden run", "run", []string{"run", "--data-dir", data, "--checkpoint-dir", filepath.Join(dir, "ck"), "--cloud", "none", "--", "true"}},
 		{"gpuwarden run --drill", "drill", []string{"run", "--drill", "--data-dir", data, "--checkpoint-dir", filepath.Join(dir, "ck2"),
 			"--cloud", "none", "--drill-timeout", "20s", "--", trainer, "--steps", "100000", "--every", "10", "--step-time", "5ms"}},
@@ -77,6 +78,9 @@ func TestEveryJSONOutputNamesItsSchema(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.command, func(t *testing.T) {
 			args := c.args
+			if c.kind == "node-gone" {
+				seedFleetNode(t, filepath.Join(dir, "server.db"), "n1")
+			}
 			if c.kind == "status" {
 				up := startUp(t, dir, "--simulate", "1xH100", "--data-dir", filepath.Join(dir, "updata"))
 				addr := strings.TrimSuffix(strings.TrimPrefix(up.url(t), "http://"), "/")

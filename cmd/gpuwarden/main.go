@@ -174,7 +174,7 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
 		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),
-		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand(),
+		a.serverCommand(), a.tokenCommand(), a.projectCommand(), a.nodeCommand(), a.benchCommand(), a.reportCommand(), a.progressCommand(),
 		a.launchCommand(), a.preflightCommand(), a.catalogCommand())
 	// cobra adds `completion` itself; it gets an example and exit codes too.
 	root.InitDefaultCompletionCmd()

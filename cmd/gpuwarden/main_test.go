@@ -426,6 +426,21 @@ func TestReadmeNoticeTableIsThePolicy(t *testing.T) {
 	}
 }
 
+// TestReadmeStopTableIsTheTable keeps the README's per-provider stop table
+// gpuwarden's stop semantics, row for row (issue #27).
+func TestReadmeStopTableIsTheTable(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range gpuwarden.StopSemanticsAll() {
+		shutdown, ends, still := s.Words()
+		if row := fmt.Sprintf("| %s | %s | %s | %s |", s.Provider, shutdown, ends, still); !strings.Contains(string(readme), row+"\n") {
+			t.Errorf("README lacks the stop table's row\n%s", row)
+		}
+	}
+}
+
 func TestCanaryWithoutDriver(t *testing.T) {
 	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
 		t.Skip("this host has an NVIDIA driver")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/preempt"
@@ -29,12 +30,23 @@ func (f *cloudFlags) register(c *cobra.Command, usage string) {
 }
 
 func (f *cloudFlags) validate() error {
+	f.cloud = strings.ToLower(f.cloud)
 	switch f.cloud {
 	case "auto", "aws", "gcp", "azure", "none":
 		return nil
 	}
-	return gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, aws, gcp, azure or none", f.cloud)
+	// Any provider the stop table knows names where the box runs, for
+	// the stop that ends its bill; notices come only from the three
+	// clouds with a metadata service.
+	if _, ok := gpuwarden.StopSemanticsOf(f.cloud); ok {
+		return nil
+	}
+	return gpuwarden.Errorf(gpuwarden.EInvalid, "--cloud: %q is not auto, none or a provider gpuwarden knows", f.cloud).
+		WithHint("aws, gcp, azure (notices and the stop), runpod, vast, lambda, hetzner … (the stop)")
 }
+
+// hasNotices reports whether a named cloud has a notice source.
+func hasNotices(cloud string) bool { return cloud == "aws" || cloud == "gcp" || cloud == "azure" }
 
 // fakeMetadata reports whether the metadata flags point at a simulator, which
 // is then polled directly even where an agent runs.
@@ -44,6 +56,10 @@ func (f *cloudFlags) fakeMetadata() bool { return f.metadata != preempt.DefaultE
 // for, which the log says, and the caller runs without notices.
 func (f *cloudFlags) source(ctx context.Context, log *slog.Logger) preempt.Source {
 	if f.cloud == "none" {
+		return nil
+	}
+	if f.cloud != "auto" && !hasNotices(f.cloud) {
+		log.Info("no notice source on this provider: preemption notices are off", "cloud", f.cloud)
 		return nil
 	}
 	client := preempt.NewClient()

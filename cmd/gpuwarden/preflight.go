@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 type preflightFlags struct {
 	output, questions, dataDir, simulate, agentAddr string
 	strict, fix, yes, offline, noCanary             bool
+	stop                                            stopFlags
 	cats                                            catalogFlags
 }
 
@@ -81,6 +83,7 @@ prints the contract questions for a provider as markdown for a ticket.
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "this box's ledger directory")
 	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 1xH200")
 	fl.StringVar(&f.agentAddr, "agent", "127.0.0.1:7070", "`ADDR` where the agent answers")
+	f.stop.registerEndpoints(c, true)
 	f.cats.registerDownloads(c)
 	return c
 }
@@ -170,7 +173,44 @@ func (a *app) preflightFacts(ctx context.Context, f *preflightFlags, path string
 	if !f.offline {
 		facts.Webhooks = reachWebhooks(ctx, p.Webhooks)
 	}
+	facts.Stop = a.preflightStop(ctx, f, p, facts.Report)
 	return facts, nil
+}
+
+// preflightStop works out the stop the agent would run for the plan's
+// provider and on_hours.stop, and proves it from here unless offline: on
+// the box it is proven as `up` proves it; elsewhere it is not proven.
+func (a *app) preflightStop(ctx context.Context, f *preflightFlags, p *gpuwarden.Plan, r *plan.Report) *preflight.StopCheck {
+	provider := strings.ToLower(preflight.BoxProvider(p, r))
+	if provider == "" {
+		return nil
+	}
+	never := func(context.Context, []string) error {
+		return errors.New("preflight never stops the box")
+	}
+	in := stopInput{provider: provider, mode: p.OnHours.Stop, command: p.OnHours.StopCommand, endpoints: f.stop.endpoints,
+		exec: never, mayTerminate: func(context.Context) error { return errors.New("preflight never stops the box") },
+		currency: p.Budget.Currency, log: a.log}
+	sc, err := resolveStop(in)
+	if err != nil {
+		return &preflight.StopCheck{Provider: provider, Report: gpuwarden.StopReport{Method: "none", Why: err.Error(), Fix: gpuwarden.ErrorHint(err)}}
+	}
+	check := &preflight.StopCheck{Provider: provider, Report: sc.Report}
+	// An OS shutdown is proven on this machine alone; the API stops ask
+	// the provider, which --offline forbids.
+	if sc.Stopper == nil || f.offline && sc.Stopper.Method() != gpuwarden.StopOSShutdown {
+		return check
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	proof, err := sc.Stopper.Prove(pctx)
+	if err != nil && proof.Reason == "" {
+		proof.Reason, proof.Fix = err.Error(), gpuwarden.ErrorHint(err)
+	}
+	check.Proof = &proof
+	// Not on that provider's box (no metadata, no pod ID): not refused.
+	check.NotHere = err != nil && gpuwarden.ErrorCodeOf(err) == gpuwarden.EEnvironment
+	return check
 }
 
 // canaryAgainstLock runs this binary's canary against the lock, in its own process

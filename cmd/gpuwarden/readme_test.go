@@ -130,8 +130,10 @@ var readmeSpecs = map[string]readmeSpec{
 			// Ctrl-C once the dry-run stop is logged.
 			"gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run --data-dir ./data": {stopOn: "dry run: would stop the box", stopSignal: "INT"},
 		},
-		// The dashboard and the agent stop side by side.
-		floating: []*regexp.Regexp{regexp.MustCompile(`msg=stopped component=http`), regexp.MustCompile(`msg="agent stopped"`)},
+		// The dashboard and the agent stop side by side; the stop is
+		// proven beside the start.
+		floating: []*regexp.Regexp{regexp.MustCompile(`msg=stopped component=http`), regexp.MustCompile(`msg="agent stopped"`),
+			regexp.MustCompile(`msg="idle stop proven"`)},
 	},
 	"gpuwarden up --simulate 2xH100,load=85 --dry-run --data-dir ./busy 2>busy.log &   # a busy box this time": {
 		steps: map[string]readmeStep{

@@ -230,7 +230,8 @@ func TestFleetThreeAgentsEndToEnd(t *testing.T) {
 		}
 	}
 
-	// A stopped agent says goodbye: its node is stopped, not lost.
+	// A stopped agent says goodbye, and that it did not stop the box: the
+	// box may well run on (issue #27), so the node is not "stopped".
 	procs["node-b"].kill(syscall.SIGTERM)
 	cl, err := gwhttp.NewClient(srv.url, strings.TrimSpace(readFile(t, viewer)), nil)
 	if err != nil {
@@ -240,8 +241,8 @@ func TestFleetThreeAgentsEndToEnd(t *testing.T) {
 	if err := cl.Do(context.Background(), "GET", "/api/v1/nodes/node-b", nil, nil, &n); err != nil {
 		t.Fatal(err)
 	}
-	if n.Live.State != gpuwarden.NodeStopped {
-		t.Errorf("node-b after SIGTERM: state %q, want stopped", n.Live.State)
+	if n.Live.State != gpuwarden.NodeAgentStopped {
+		t.Errorf("node-b after SIGTERM: state %q, want %s", n.Live.State, gpuwarden.NodeAgentStopped)
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 	"github.com/gpuwarden/gpuwarden/agent"
 	"github.com/gpuwarden/gpuwarden/config"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
-	"github.com/gpuwarden/gpuwarden/internal/codepages"
 	"github.com/gpuwarden/gpuwarden/kubelet"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/nvml"
@@ -42,7 +41,7 @@ type upFlags struct {
 	ignoreSessions            bool
 	busyProcesses             []string
 	idleScript, idleURL       string
-	stopCommand               string
+	stop                      stopFlags
 	dryRun                    bool
 	onHours                   []string
 	onHoursTZ                 string
@@ -68,8 +67,12 @@ ledger, and applies the policies:
 
   idle      every GPU under --idle-threshold with no GPU process, no job of
             ` + "`gpuwarden run`" + `, no interactive session and no --busy-process for
-            --idle-window: warn (webhook, log) --warn-before the end, then run
-            --stop-command (never while a job checkpoints; --dry-run only logs)
+            --idle-window: warn (webhook, log) --warn-before the end, then stop
+            the box the way that ends its bill (--stop, below; never while a
+            job checkpoints; --dry-run only logs). Without a GPU reading (no
+            driver) idle also needs a quiet host: CPU under 10 %, disk under
+            1 MiB/s, network under 256 KiB/s. A plan whose
+            on_hours.auto_shutdown_idle_minutes is 0 turns it off.
   off-hours outside --on-hours windows: warn, then stop, busy or not
   budget    accrue the box's rate (plan box:, or --rate) plus storage; alert once a
             month per threshold of the plan (default 50/80/100 %), ACTUAL and
@@ -86,6 +89,15 @@ ledger, and applies the policies:
             idle and budget stops, and an all-clear follows once samples work;
             an Xid source that cannot be read (kmsg, NVML events) is a warning
 
+The stop (--stop auto, the default) is what ends this provider's bill, by
+--cloud, the provider label, the plan's box or detection; it is proven at start
+and every 10 minutes without stopping anything (a DryRun, a permission list, an
+authenticated read), and what the provider answers to the stop is recorded
+and sent to the fleet server. Where nothing here ends the bill, the agent
+alerts that the idle box still bills and never claims it stopped.
+` + "`--stop-command`" + ` wins over --stop; one that powers the OS off counts as an OS
+shutdown. Per provider (gpuwarden's stop table, with its sources):
+` + stopTableHelp() + `
 It serves a dashboard, /api/v1/status and Prometheus /metrics on --listen.
 On Kubernetes each GPU in the status names the pods holding it, read from the
 kubelet's pod-resources socket (--kubelet-socket).
@@ -97,7 +109,7 @@ PLAN file (default gpuwarden.yaml when present) supplies the budget, the box's
 rate and the idle window (on_hours.auto_shutdown_idle_minutes). Without an
 NVIDIA driver it runs on the CPU path and says so.
 
-` + exitCodes("0  stopped cleanly (SIGTERM, Ctrl-C)", "2  bad input or usage: the plan file, a flag, a token file, a busy --listen",
+` + exitCodes("0  stopped cleanly (SIGTERM, Ctrl-C)", "2  bad input or usage: the plan file, a flag, a token file, a busy --listen, a --data-dir another agent holds",
 			"4  internal error: the ledger could not be opened"),
 		Example: `  gpuwarden up --simulate 2xH100 --idle-window 3s --dry-run
   gpuwarden up --simulate 1xH100,load=80,mig=2 --idle-window 3s --dry-run --data-dir ./demo
@@ -124,11 +136,11 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.DurationVar(&f.warnBefore, "warn-before", 5*time.Minute, "warn this long before the stop (at most a third of the window)")
 	fl.Float64Var(&f.idleThreshold, "idle-threshold", 5, "GPU utilisation `PERCENT` under which a GPU is idle")
 	fl.BoolVar(&f.noIdleStop, "no-idle-stop", false, "never stop the box for idleness")
-	fl.BoolVar(&f.ignoreSessions, "ignore-sessions", false, "an open SSH or terminal session does not keep the box busy")
+	fl.BoolVar(&f.ignoreSessions, "ignore-sessions", false, "an open SSH or terminal session does not keep the box busy (default true with --simulate)")
 	fl.StringArrayVar(&f.busyProcesses, "busy-process", nil, "a running process whose name contains `NAME` keeps the box busy; repeatable")
 	fl.StringVar(&f.idleScript, "idle-script", "", "`COMMAND` that votes: exit 0 busy, 1 idle, else no opinion")
 	fl.StringVar(&f.idleURL, "idle-url", "", "`URL` answering {\"idle\": true|false}")
-	fl.StringVar(&f.stopCommand, "stop-command", "shutdown -h now", "how to stop the box (a cloud CLI works too)")
+	f.stop.register(c)
 	fl.BoolVar(&f.dryRun, "dry-run", false, "log the stop action instead of running it")
 	fl.StringArrayVar(&f.onHours, "on-hours", nil, "on-hours `WINDOW` such as \"Mon-Fri 08:00-20:00\"; repeatable; outside them the box stops")
 	fl.StringVar(&f.onHoursTZ, "on-hours-tz", "UTC", "time zone of --on-hours")
@@ -137,7 +149,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.StringArrayVar(&f.webhooks, "webhook", nil, "send alerts to `URL`; repeatable")
 	fl.StringVar(&f.webhookFormat, "webhook-format", notify.FormatAuto,
 		"webhook body: "+strings.Join(notify.Formats, ", ")+" (auto: from the URL; docs/alerts.md)")
-	f.cloud.register(c, "cloud metadata to poll for notices")
+	f.cloud.register(c, "where the box runs, for its notices and the stop that ends its bill (runpod, vast, lambda … name the stop only)")
 	f.cats.register(c)
 	f.fleet.register(c)
 	fl.StringVar(&f.kubeletSocket, "kubelet-socket", kubelet.DefaultSocket,
@@ -175,7 +187,11 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	defer stop()
 	log := a.log.With("component", "agent")
 	f.dataDir = simulatedDataDir(cmd, f.dataDir, f.simulate)
-	codepages.Drop() // what start-up mapped of the binary: see trimMemory
+	if f.simulate != "" && !cmd.Flags().Changed("ignore-sessions") {
+		// Simulated GPUs are a demo of the GPU policy on the machine one
+		// sits at, whose own terminal would keep the box busy forever.
+		f.ignoreSessions = true
+	}
 	go trimMemory(ctx, trimPeriod)
 
 	p, planPath, err := loadPlanIfAny(args)
@@ -216,7 +232,15 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--data-dir %s: %v", f.dataDir, err)
 	}
-	ledger, err := sqlite.Open(ctx, filepath.Join(f.dataDir, "ledger.db"))
+	// One agent per data dir, decided before its socket or ledger is touched.
+	lock, err := agent.LockDataDir(f.dataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	// A damaged ledger is put aside and a fresh one started, announced once
+	// the agent exists: an agent that would not start stops nothing.
+	ledger, replaced, err := sqlite.OpenOrReplace(ctx, filepath.Join(f.dataDir, "ledger.db"), time.Now())
 	if err != nil {
 		return err
 	}
@@ -245,6 +269,21 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	defer host.Close()
 	ag = agent.New(cfg, gpus, host, ledger, notifier, log)
 	ag.SetSimulated(f.simulate != "")
+	// The stop that ends this provider's bill, proven in the background
+	// so that a slow provider API never delays the start.
+	in := f.stopInput(cmd, p)
+	in.provider, in.exec, in.mayTerminate, in.log = a.stopProvider(ctx, f, node, p), runStop, ag.MayTerminate, log
+	in.currency, in.rate, in.simulated = cfg.Budget.Currency, cfg.Budget.HourlyRate, f.simulate != ""
+	stopCfg, err := resolveStop(in)
+	if err != nil {
+		return err
+	}
+	ag.SetStop(stopCfg)
+	go ag.WatchStop(ctx)
+	if replaced != nil {
+		ag.LedgerReplaced(ctx, *replaced)
+	}
+	go ag.WatchLedger(ctx, ledger, ledgerCheckPeriod)
 	sock, err := agent.ListenSocket(filepath.Join(f.dataDir, "agent.sock"), ag.Jobs, log)
 	if err != nil {
 		return err
@@ -304,14 +343,14 @@ func loadPlanIfAny(args []string) (*gpuwarden.Plan, string, error) {
 
 func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent.Config, error) {
 	host, _ := os.Hostname()
-	cfg := agent.Config{Node: host, Interval: f.interval, DryRun: f.dryRun, StopCommand: strings.Fields(f.stopCommand),
+	cfg := agent.Config{Node: host, Interval: f.interval, DryRun: f.dryRun,
 		Idle: agent.IdleConfig{Window: f.idleWindow, ThresholdPercent: f.idleThreshold, WarnBefore: f.warnBefore,
 			Off: f.noIdleStop, IgnoreSessions: f.ignoreSessions, BusyProcesses: f.busyProcesses, URL: f.idleURL}}
+	if f.noIdleStop {
+		cfg.Idle.OffWhy = "--no-idle-stop"
+	}
 	if f.interval <= 0 {
 		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--interval must be positive, got %s", f.interval)
-	}
-	if len(cfg.StopCommand) == 0 {
-		return cfg, gpuwarden.Errorf(gpuwarden.EInvalid, "--stop-command is empty").WithHint("e.g. --stop-command 'shutdown -h now'")
 	}
 	if f.idleScript != "" {
 		cfg.Idle.Script = strings.Fields(f.idleScript)
@@ -324,8 +363,15 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 		cfg.OffHours = s
 	}
 	if p != nil {
-		if cfg.Idle.Window == 0 && p.OnHours.AutoShutdownIdleMinutes > 0 {
+		switch {
+		case cfg.Idle.Window != 0:
+		case p.OnHours.AutoShutdownIdleMinutes > 0:
 			cfg.Idle.Window = time.Duration(p.OnHours.AutoShutdownIdleMinutes * float64(time.Minute))
+		default:
+			// 0 is "nobody turns it off" to plan, which prices every
+			// hour of the month; the agent keeps the same word.
+			cfg.Idle.Off = true
+			cfg.Idle.OffWhy = "the plan's on_hours.auto_shutdown_idle_minutes is 0 (set it, or --idle-window, to stop an idle box)"
 		}
 		cfg.Budget = agent.BudgetConfig{Currency: p.Budget.Currency, Limit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
 			AlertsPercent: p.Budget.AlertsPercent, StopAtLimit: f.budgetStop}
@@ -366,8 +412,8 @@ func (a *app) notifier(f *upFlags, cfg agent.Config, node gpuwarden.Node, status
 	client := &http.Client{Timeout: 10 * time.Second}
 	ns := notify.Multi{&notify.Wall{Log: log}}
 	box := notify.Box{Host: cfg.Node, NodeID: f.fleet.nodeID, InstanceID: f.fleet.instanceID, DryRun: cfg.DryRun,
-		StopCommand: strings.Join(cfg.StopCommand, " "), Status: status,
-		Owner: node.Labels.Owner, Provider: node.Labels.Provider, Region: node.Labels.Region}
+		Status: status,
+		Owner:  node.Labels.Owner, Provider: node.Labels.Provider, Region: node.Labels.Region}
 	switch {
 	case f.fleet.server != "":
 		// The node's page on the fleet dashboard, under the ID the shipper registers.
@@ -408,6 +454,11 @@ func (a *app) watchNotices(ctx context.Context, f *upFlags, ag *agent.Agent, log
 		func(err error) { log.Warn("poll cloud metadata", "err", err) })
 }
 
+// ledgerCheckPeriod is how often the agent checks that its ledger's file is
+// still there: one stat each time, and at most this long of samples
+// written to a deleted file.
+const ledgerCheckPeriod = 5 * time.Second
+
 // trimPeriod is how often the agent hands its free memory back.
 const trimPeriod = 30 * time.Second
 
@@ -416,10 +467,9 @@ const trimPeriod = 30 * time.Second
 // collects first at 4 MB and returns freed pages slowly, so its resident
 // memory crept up for minutes: after 228 s, 1 GPU 27.7 MB without and 26.8
 // MB with, 8 GPUs 30.5 and 28.3 MB, at CPU the tick counts cannot tell
-// apart (17–18 and 25–27 ticks of 10 ms in 228 s). It also hands back the
-// binary's pages mapped since the last time (codepages.Drop): the kernel
-// maps 64 KB of code around each page run, so the start alone mapped 20
-// MB; with both, 1 GPU peaks at 20.1 MB at 60 and 240 s
+// apart (17–18 and 25–27 ticks of 10 ms in 228 s). It keeps the memory the
+// agent owns within its budget, node_exporter's RssAnon in the same run:
+// without it 8 GPUs reached 9.2 MB against 7.7 at 240 s, with it 7.5
 // (docs/benchmarks.md).
 func trimMemory(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
@@ -430,7 +480,6 @@ func trimMemory(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 			debug.FreeOSMemory()
-			codepages.Drop()
 		}
 	}
 }

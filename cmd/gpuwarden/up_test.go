@@ -42,6 +42,12 @@ func startProc(t *testing.T, dir string, full ...string) *upProc {
 	t.Helper()
 	cmd := exec.Command(binary, full...)
 	cmd.Dir = dir
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd, collecting its stderr; the test's end kills it.
+func startCmd(t *testing.T, cmd *exec.Cmd) *upProc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +139,7 @@ func TestUpStopsAnIdleBox(t *testing.T) {
 	dir := t.TempDir()
 	p := startUp(t, dir, "--simulate", "2xH100", "--idle-window", "3s", "--dry-run")
 	p.wait(t, `level=WARN msg=".*idle since.*stops at`, 10*time.Second)
-	p.wait(t, `dry run: would stop the box.*command="\[shutdown -h now\]"`, 10*time.Second)
+	p.wait(t, `dry run: would stop the box.*method=os-shutdown`, 10*time.Second)
 	url := p.url(t)
 	status := gw(t, dir, "status", "--addr", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
 	if status.code != 0 || !strings.Contains(status.stdout, "Idle      for") || !strings.Contains(status.stdout, "H100-SXM") {
@@ -282,5 +288,48 @@ func TestUpRelaysPreemption(t *testing.T) {
 				t.Fatalf("no notice on the socket:\n%s", p.text())
 			}
 		})
+	}
+}
+
+// TestReadmeDemoInATerminal runs the README's first demo in a terminal
+// (script gives it a pty, which counts as an interactive session) as a new
+// user would: with simulated GPUs the user's own terminal must not keep
+// the box busy, and the dry-run stop shows as the README shows it (issue
+// #32 item 7).
+func TestReadmeDemoInATerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) here to give the agent a terminal")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	line := binary + " up --simulate 2xH100 --idle-window 3s --dry-run --listen 127.0.0.1:0 --data-dir " + filepath.Join(dir, "data")
+	cmd := exec.CommandContext(ctx, script, "-qec", line, "/dev/null")
+	cmd.Dir = dir
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if strings.Contains(sc.Text(), "dry run: would stop the box") {
+			break
+		}
+	}
+	cancel()
+	_ = cmd.Wait()
+	text := strings.Join(seen, "\n")
+	for _, want := range []string{`msg="the box is idle"`, "has been idle since", "stopping with os-shutdown", "dry run: would stop the box"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("in a terminal the demo does not show %q:\n%s", want, text)
+		}
 	}
 }

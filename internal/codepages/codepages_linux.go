@@ -5,8 +5,12 @@
 // touched (64 KB at a time, from a page cache that read the binary 8 MB at
 // a time), so after its 196 package inits even `gpuwarden version` holds
 // most of the 14 MB of code and 11 MB of tables, though a command then
-// runs a small part of them. `up` hands them back as it starts and every
-// 30 s; `plan`, which holds a million offers, before and after reading.
+// runs a small part of them. `plan`, which holds a million offers and whose
+// budget is its total RSS against the file's size, hands them back before
+// and after reading. `up` no longer does: the agent's memory budget is what
+// it owns (RssAnon), and these clean pages of the binary are the kernel's
+// to share and drop, so handing them back only made the agent fault its
+// code in again (docs/benchmarks.md).
 package codepages
 
 import (

@@ -290,11 +290,23 @@ func (h NodeHolder) heard() time.Time {
 	return Time(h.Registered)
 }
 
-// stopped reports whether the holder's last heartbeat said it stopped: a
-// box that shut down on purpose hands its ID on at once.
+// stopped reports whether the holder's last heartbeat said its agent
+// stopped: a box that shut down on purpose hands its ID on at once,
+// whether or not its stop ended the bill (stopped, stop-requested,
+// powered-off-still-billing: its agent no longer runs either way), as does
+// an agent stopped on its own (agent-stopped) and a node a person marked
+// gone: no agent of theirs sends under the ID any more.
 func (h NodeHolder) stopped() bool {
 	var hb gpuwarden.Heartbeat
-	return h.Live.Valid && json.Unmarshal([]byte(h.Live.String), &hb) == nil && hb.State == gpuwarden.NodeStopped
+	if !h.Live.Valid || json.Unmarshal([]byte(h.Live.String), &hb) != nil {
+		return false
+	}
+	switch hb.State {
+	case gpuwarden.NodeStopped, gpuwarden.NodeStopRequested, gpuwarden.NodePoweredOffStillBilling, gpuwarden.NodeAgentStopped,
+		gpuwarden.NodeGone:
+		return true
+	}
+	return false
 }
 
 // CheckRegister decides a re-registration of n against the stored holder;
@@ -409,6 +421,7 @@ func Heartbeats(hbs []gpuwarden.Heartbeat) (ids, lives []string, err error) {
 		if !hb.IdleSince.IsZero() {
 			hb.IdleSince = hb.IdleSince.UTC()
 		}
+		hb.Stop = stopUTC(hb.Stop)
 		b, err := json.Marshal(hb)
 		if err != nil {
 			return nil, nil, gpuwarden.Errorf(gpuwarden.EInvalid, "record heartbeats: node %s: %v", id, err)
@@ -416,6 +429,31 @@ func Heartbeats(hbs []gpuwarden.Heartbeat) (ids, lives []string, err error) {
 		lives[i] = string(b)
 	}
 	return ids, lives, nil
+}
+
+// stopUTC is a copy of a heartbeat's stop report with its times in UTC,
+// so that it reads back the same from either database; the caller's
+// report is left as it was.
+func stopUTC(r *gpuwarden.StopReport) *gpuwarden.StopReport {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if p := r.Proof; p != nil {
+		pc := *p
+		if !pc.At.IsZero() {
+			pc.At = pc.At.UTC()
+		}
+		c.Proof = &pc
+	}
+	if o := r.Outcome; o != nil {
+		oc := *o
+		if !oc.At.IsZero() {
+			oc.At = oc.At.UTC()
+		}
+		c.Outcome = &oc
+	}
+	return &c
 }
 
 // ---- ingest ----

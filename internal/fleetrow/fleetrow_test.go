@@ -145,3 +145,50 @@ func TestEventsSQLArgs(t *testing.T) {
 		t.Errorf("AllProjects args = %v, want none", args)
 	}
 }
+
+// TestHeartbeatsStopInUTC: the stop report's times are stored in UTC, so
+// that both databases read back one value, and the caller's report is not
+// touched.
+func TestHeartbeatsStopInUTC(t *testing.T) {
+	cet := time.FixedZone("CET", 3600)
+	at := time.Date(2026, 11, 29, 11, 0, 0, 0, cet)
+	stop := &gpuwarden.StopReport{Method: gpuwarden.StopAzureDeallocate, Proof: &gpuwarden.StopProof{Proven: true, At: at},
+		Outcome: &gpuwarden.StopOutcome{HTTPStatus: 202, Billing: gpuwarden.NodeStopped, At: at}}
+	_, lives, err := Heartbeats([]gpuwarden.Heartbeat{{Node: "a", State: gpuwarden.NodeStopped, Stop: stop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"node":"a","time":"0001-01-01T00:00:00Z","state":"stopped","gpu_util":0,"stop":{"method":"azure-deallocate","stops_billing":false,` +
+		`"proof":{"method":"","proven":true,"at":"2026-11-29T10:00:00Z"},` +
+		`"outcome":{"method":"","http_status":202,"billing":"stopped","at":"2026-11-29T10:00:00Z"},"still_bills_hourly":0}}`
+	if lives[0] != want {
+		t.Errorf("live = %s\nwant   %s", lives[0], want)
+	}
+	if stop.Proof.At.Location() != cet || stop.Outcome.At.Location() != cet {
+		t.Error("Heartbeats changed the caller's stop report")
+	}
+}
+
+func TestHolderStoppedHandsTheIDOn(t *testing.T) {
+	for _, tt := range []struct {
+		live string
+		want bool
+	}{
+		{"", false},
+		{`{"state":"running"}`, false},
+		{`{"state":"stopping"}`, false},
+		{`{"state":"lost"}`, false},
+		{`{"state":"stopped"}`, true},
+		{`{"state":"stop-requested"}`, true},
+		{`{"state":"powered-off-still-billing"}`, true},
+		{`{"state":"gone"}`, true},
+		{`{"state":"agent-stopped"}`, true},
+		{`not json`, false},
+	} {
+		h := NodeHolder{}
+		h.Live.String, h.Live.Valid = tt.live, tt.live != ""
+		if got := h.stopped(); got != tt.want {
+			t.Errorf("stopped(%s) = %v, want %v", tt.live, got, tt.want)
+		}
+	}
+}
