@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -137,7 +138,17 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 	case len(idle.Busy) > 0:
 		fmt.Fprint(&b, wrap("busy: "+strings.Join(idle.Busy, ", "), "Idle      ", pageWidth))
 	default:
-		fmt.Fprintln(&b, "Idle      policy off")
+		off := "policy off"
+		if idle.OffWhy != "" {
+			off += ": " + idle.OffWhy
+		}
+		fmt.Fprint(&b, wrap(off, "Idle      ", pageWidth))
+	}
+	if idle.Rule == gpuwarden.IdleRuleHost {
+		fmt.Fprint(&b, wrap("no GPU reading here: idle also needs a quiet host (CPU, disk, network)", "          ", pageWidth))
+	}
+	if r := st.Stop; r != nil && r.Method != "" {
+		fmt.Fprint(&b, wrap(stopLine(r, st.Now), "Stop      ", pageWidth))
 	}
 	bu := st.Budget
 	cur := bu.Currency.Format
@@ -201,4 +212,31 @@ func bytesIEC(v float64) string {
 		i++
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + " " + units[i]
+}
+
+// stopLine says how the box stops and whether that ends its bill: "idle
+// stop: azure-deallocate, proven 2m ago", or loudly that it would not.
+func stopLine(r *gpuwarden.StopReport, now time.Time) string {
+	if o := r.Outcome; o != nil {
+		return fmt.Sprintf("%s ran at %s: %s (%s)", o.Method, o.At.Local().Format("15:04:05"), o.Billing, cmp.Or(o.State, o.Detail))
+	}
+	if !r.StopsBilling {
+		line := "the stop (" + r.Method + ") would NOT stop billing here: " + r.Why
+		if r.Fix != "" {
+			line += "; fix: " + r.Fix
+		}
+		return line
+	}
+	switch p := r.Proof; {
+	case p == nil:
+		return r.Method + ", not proven yet"
+	case p.Proven:
+		return fmt.Sprintf("%s, proven %s ago", r.Method, now.Sub(p.At).Round(time.Second))
+	default:
+		line := r.Method + ", NOT proven: " + p.Reason
+		if p.Fix != "" {
+			line += "; fix: " + p.Fix
+		}
+		return line
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -344,4 +345,46 @@ func TestIdleStopOnContainerClouds(t *testing.T) {
 			t.Errorf("the fake saw %d terminations, want 1", f.Terminations())
 		}
 	})
+}
+
+// TestBlindBusyBoxIsNeverStopped is issue #27's fifth "done when": `up`
+// with no NVIDIA driver (this machine has none) and two busy cores says the
+// box is busy, by the host rule, and never stops it; a plan whose
+// auto_shutdown_idle_minutes is 0 turns the idle stop off, and says so.
+func TestBlindBusyBoxIsNeverStopped(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("this host has an NVIDIA driver")
+	}
+	dir := t.TempDir()
+	for range 2 {
+		spin := exec.Command("sh", "-c", "while :; do :; done")
+		if err := spin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = spin.Process.Kill(); _ = spin.Wait() })
+	}
+	p := startUp(t, dir, "--idle-window", "3s", "--dry-run", "--cloud", "none", "--ignore-sessions")
+	p.wait(t, `no NVIDIA driver: running on the CPU path`, 10*time.Second)
+	p.wait(t, `the box is busy.*CPU at [0-9]+% \(no GPU reading: idle needs a quiet host\).*rule=host-quiet`, 15*time.Second)
+	time.Sleep(6 * time.Second) // twice the idle window
+	if strings.Contains(p.text(), "would stop the box") || strings.Contains(p.text(), "idle-warning") {
+		t.Errorf("a blind box with two busy cores was going to be stopped:\n%s", p.text())
+	}
+
+	base, err := os.ReadFile(filepath.Join(repoRoot(t), "examples", "notebook-a100.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := writeFile(t, filepath.Join(dir, "notebook.yaml"), string(base))
+	off := startProc(t, dir, "up", plan, "--data-dir", filepath.Join(dir, "off"), "--listen", "127.0.0.1:0",
+		"--simulate", "1xA100,load=0", "--dry-run", "--cloud", "none")
+	url := off.url(t)
+	st := gw(t, dir, "status", "--addr", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"), "-o", "json")
+	var status gpuwarden.AgentStatus
+	if err := json.Unmarshal([]byte(st.stdout), &status); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, st.stdout)
+	}
+	if status.Idle.Rule != gpuwarden.IdleRuleOff || !strings.Contains(status.Idle.OffWhy, "auto_shutdown_idle_minutes is 0") {
+		t.Errorf("a plan with 0 idle minutes: idle rule %q (%q), want off and why", status.Idle.Rule, status.Idle.OffWhy)
+	}
 }
