@@ -274,6 +274,7 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	in := f.stopInput(cmd, p)
 	in.provider, in.exec, in.mayTerminate, in.log = a.stopProvider(ctx, f, node, p), runStop, ag.MayTerminate, log
 	in.currency, in.rate, in.simulated = cfg.Budget.Currency, cfg.Budget.HourlyRate, f.simulate != ""
+	in.stoppedRate = cfg.Stop.Report.StillBillsHourly
 	stopCfg, err := resolveStop(in)
 	if err != nil {
 		return err
@@ -386,6 +387,11 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 			}
 			cfg.Budget.HourlyRate = rate
 			a.log.Info("budget rate", "rate", p.Budget.Currency.FormatRate(rate, "h"), "from", why)
+			// What bills on once a stop ends the compute bill: the fleet
+			// server accrues it for a stopped box.
+			if stopped, _, ok := plan.StoppedHourly(p, cat); ok {
+				cfg.Stop.Report.StillBillsHourly = stopped
+			}
 		}
 	} else {
 		cfg.Budget.Currency = "USD"

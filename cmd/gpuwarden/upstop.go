@@ -114,7 +114,10 @@ type stopInput struct {
 	mayTerminate func(context.Context) error
 	currency     gpuwarden.Currency
 	rate         gpuwarden.Micros
-	log          *slog.Logger
+	// stoppedRate is what bills on once the compute bill ends (the plan's
+	// storage, plan.StoppedHourly); zero when unknown.
+	stoppedRate gpuwarden.Micros
+	log         *slog.Logger
 	// simulated: simulated GPUs, which no provider bills unless the
 	// flags or labels name one (a demo, a test against fakes).
 	simulated bool
@@ -172,6 +175,7 @@ func resolveStop(in stopInput) (agent.StopConfig, error) {
 	}
 	report.Method = s.Method()
 	report.StopsBilling, report.Why = gpuwarden.StopsComputeBilling(in.provider, s.Method())
+	report.StillBillsHourly = in.stoppedRate
 	if !report.StopsBilling {
 		report.StillBillsHourly = in.rate
 		report.Fix = stopFix(in.provider, sem, known)
