@@ -432,8 +432,8 @@ func libraryParts(err error) (string, string) {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		at := "1:1"
-		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-			at = fmt.Sprintf("%d:%d", max(tk.Position.Line, 1), max(tk.Position.Column, 1))
+		if p := yamlerr.SyntaxPos(ye.GetToken()); p.Line > 0 {
+			at = fmt.Sprintf("%d:%d", p.Line, max(p.Col, 1))
 		}
 		return flatLine(ye.GetMessage()), at
 	}

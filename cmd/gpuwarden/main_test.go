@@ -397,6 +397,11 @@ func TestEveryCommandHasAnExampleAndItsOwnExitCodes(t *testing.T) {
 			if sub.Example == "" && sub.Parent().Example == "" {
 				t.Errorf("%s --help has no example", path)
 			}
+			// A command with subcommands lists its codes too: `bench
+			// --help` is where a script's author looks first.
+			if !sub.Runnable() && !strings.Contains(sub.Long, "Exit codes:") {
+				t.Errorf("%s --help lists no exit codes", path)
+			}
 			if sub.Runnable() {
 				help := sub.Long
 				if !strings.Contains(help, "Exit codes:") && !strings.Contains(sub.Parent().Long, "Exit codes:") {
