@@ -290,9 +290,14 @@ func (a *authenticator) created(id string) {
 // ago through; one created since on another replica waits that long.
 const tokenListEvery = time.Minute
 
+// maxKnown bounds each of the sets of known tokens and sessions: they
+// spare real credentials the read budget, nothing more, so when one is full
+// it starts again empty (sessions that ended by expiring are never told).
+const maxKnown = 65536
+
 // addExisting records a token ID as in the ledger; a.mu is held.
 func (a *authenticator) addExisting(id string) {
-	if a.exist == nil {
+	if a.exist == nil || len(a.exist) >= maxKnown {
 		a.exist = map[string]bool{}
 	}
 	a.exist[id] = true
@@ -340,7 +345,7 @@ func (a *authenticator) valid(cred credential, t gpuwarden.Token) {
 	defer a.mu.Unlock()
 	a.addExisting(t.ID)
 	if hash, ok := sessionHash(cred.raw); ok && cred.byCookie {
-		if a.sessions == nil {
+		if a.sessions == nil || len(a.sessions) >= maxKnown {
 			a.sessions = map[string]bool{}
 		}
 		a.sessions[string(hash)] = true
