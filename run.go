@@ -114,9 +114,41 @@ type RunReport struct {
 	Notices     []NoticeRecord `json:"notices"`
 	// Sync is the state of the off-box copies, nil when the run has no store.
 	Sync *SyncReport `json:"sync,omitempty"`
-	// ExitCode and Class are how the last attempt ended.
-	ExitCode int    `json:"exit_code"`
-	Class    string `json:"class"`
+	// JobExitCode and JobClass are how the job's last attempt ended: the
+	// job's, not gpuwarden's (a job that exits 0 can still end a run
+	// not-durable).
+	JobExitCode int    `json:"job_exit_code"`
+	JobClass    string `json:"job_class"`
+	// ExitCode is gpuwarden run's own exit status for this report, what a
+	// script sees in $? (see RunExitCode).
+	ExitCode int `json:"exit_code"`
+}
+
+// The exit statuses of `gpuwarden run` beside 0 and the job's own: 74 and
+// 75 are sysexits' EX_IOERR and EX_TEMPFAIL, which launchers and
+// schedulers know.
+const (
+	RunExitNotDurable = 74
+	RunExitPreempted  = 75
+)
+
+// RunExitCode is gpuwarden run's exit status for a report: 0 when the job
+// finished (and, with a store, durably), RunExitNotDurable, RunExitPreempted
+// for a box going away or a supervisor stopped, else the failed job's own
+// code, 1 when it has none from 1 to 255 (a signal).
+func (r RunReport) RunExitCode() int {
+	switch r.Result {
+	case ResultOK:
+		return 0
+	case ResultNotDurable:
+		return RunExitNotDurable
+	case ResultPreempted, ResultStopped:
+		return RunExitPreempted
+	}
+	if r.JobExitCode < 1 || r.JobExitCode > 255 {
+		return 1
+	}
+	return r.JobExitCode
 }
 
 // NoticeRecord is one notice a supervised run heard and what it did about it.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
@@ -181,10 +182,25 @@ func gemmChecks(gpu int, r gpuwarden.BurnResult, ref float64, model string) []gp
 	return []gpuwarden.BurnCheck{c, rate}
 }
 
+// soakLength writes how long a soak ran, to the precision that matters:
+// whole seconds from 10 s, tenths below, milliseconds under a second.
+func soakLength(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
 // fmaCheck fails on any FMA result that differs from the recomputed one.
 func fmaCheck(gpu int, r gpuwarden.BurnResult) gpuwarden.BurnCheck {
 	c := gpuwarden.BurnCheck{Name: "fma", GPU: &gpu, Value: float64(r.FMAErrors), Unit: "errors", Verdict: gpuwarden.VerdictPass,
-		Reason: fmt.Sprintf("every FMA result verified over a %gs soak", r.SoakSeconds)}
+		Reason: fmt.Sprintf("every FMA result verified over a %s soak", soakLength(r.SoakSeconds))}
 	if r.FMAErrors > 0 {
 		c.Verdict = gpuwarden.VerdictFail
 		c.Reason = fmt.Sprintf("%d FMA results differ from the recomputed ones: the card computes wrong answers", r.FMAErrors)

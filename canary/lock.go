@@ -202,7 +202,7 @@ func syntaxError(err error) *yamlerr.FieldError {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		fe.Msg = ye.GetMessage()
-		if p := yamlerr.TokenPos(ye.GetToken()); p.Line > 0 && p.Col > 0 {
+		if p := yamlerr.SyntaxPos(ye.GetToken()); p.Line > 0 && p.Col > 0 {
 			fe.At = p
 		}
 	}

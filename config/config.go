@@ -197,6 +197,10 @@ func libraryError(name string, err error, idx index) *gpuwarden.Error {
 	at := yamlerr.Pos{Line: 1, Col: 1}
 	if tk := ye.GetToken(); tk != nil && tk.Position != nil {
 		at = yamlerr.TokenPos(tk)
+		var se *yaml.SyntaxError
+		if errors.As(err, &se) {
+			at = yamlerr.SyntaxPos(tk)
+		}
 	}
 	field := idx.fieldAt(at)
 	hint := "check the value's type against the starter file: gpuwarden init"

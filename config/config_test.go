@@ -130,6 +130,10 @@ func TestParseErrors(t *testing.T) {
 		// The YAML itself.
 		{"syntax error", "workload:\n  kind: [inference\n",
 			"bad.yaml:2:9: syntax error: sequence end token ']' not found", "indent with spaces"},
+		// A key one space too far right reads as more words of the value
+		// above it; the library names that value's line, one too early.
+		{"key indented too far", "workload:\n  kind: inference\n   params_b: 7\n",
+			"bad.yaml:3:4: syntax error: mapping value is not allowed in this context", "indent with spaces"},
 		{"tab indentation", "workload:\n\tkind: inference\n",
 			`bad.yaml:2:1: syntax error: found character '\t' that cannot start any token`, "not allow tabs"},
 		{"empty file", "", "bad.yaml:1:1: plan file is empty", "gpuwarden init > gpuwarden.yaml"},

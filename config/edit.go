@@ -432,8 +432,8 @@ func libraryParts(err error) (string, string) {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		at := "1:1"
-		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
-			at = fmt.Sprintf("%d:%d", max(tk.Position.Line, 1), max(tk.Position.Column, 1))
+		if p := yamlerr.SyntaxPos(ye.GetToken()); p.Line > 0 {
+			at = fmt.Sprintf("%d:%d", p.Line, max(p.Col, 1))
 		}
 		return flatLine(ye.GetMessage()), at
 	}
@@ -1350,11 +1350,36 @@ func (ed *editor) setSlot(s *slot, keys []string, leaf any) error {
 // comment after the old value stays on the first line rather than landing
 // inside a block scalar. The other lines are indented by cont.
 func (ed *editor) putInline(at, end int, prefix string, lines []string, cont int) {
-	ed.add(at, end, prefix+lines[0])
+	end, pad := ed.d.keepCommentColumn(at, end, prefix+lines[0])
+	ed.add(at, end, prefix+lines[0]+pad)
 	if len(lines) > 1 {
 		le := ed.d.lineEnd(ed.d.line(end))
 		ed.add(le, le, ed.d.eol+strings.Join(indentLines(lines[1:], cont), ed.d.eol))
 	}
+}
+
+// keepCommentColumn keeps a comment after a value where it was when the
+// value's text src[at:end] becomes text: "limit: 0      # per month" set to
+// 100 is "limit: 100    # per month", the comment's column unmoved, as a
+// person would edit it (at least one space stays). It returns the end of
+// the bytes to replace, past the blanks it takes away, and the blanks to
+// add after text.
+func (d *yamlDoc) keepCommentColumn(at, end int, text string) (int, string) {
+	blanks := 0
+	for end+blanks < len(d.src) && d.src[end+blanks] == ' ' {
+		blanks++
+	}
+	if blanks == 0 || end+blanks >= len(d.src) || d.src[end+blanks] != '#' {
+		return end, ""
+	}
+	grow := utf8.RuneCountInString(text) - utf8.RuneCount(d.src[at:end])
+	switch {
+	case grow > 0:
+		return end + min(grow, blanks-1), ""
+	case grow < 0:
+		return end, strings.Repeat(" ", -grow)
+	}
+	return end, ""
 }
 
 // childCol is the column of a new block value's lines: where the old block

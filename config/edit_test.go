@@ -182,6 +182,18 @@ func TestApplyEditsShapes(t *testing.T) {
 	}{
 		{"empty file", "", []Edit{{Path: "budget.currency", Value: "EUR"}},
 			"budget:\n  currency: EUR\n"},
+		// A comment after a value keeps its column (issue #32: preflight
+		// --fix moved the example's "# per month" two columns right).
+		{"comment keeps its column", "budget:\n  monthly_limit: 0           # per month\n", []Edit{{Path: "budget.monthly_limit", Value: 100}},
+			"budget:\n  monthly_limit: 100         # per month\n"},
+		{"comment keeps its column, shorter value", "work_hours: 1000   # a month\n", []Edit{{Path: "work_hours", Value: 5}},
+			"work_hours: 5      # a month\n"},
+		{"comment moves only as far as it must", "work_hours: 1 # a month\n", []Edit{{Path: "work_hours", Value: 1000}},
+			"work_hours: 1000 # a month\n"},
+		{"comment after an empty value", "box:\n  instance:      # soon\n", []Edit{{Path: "box.instance", Value: "g6"}},
+			"box:\n  instance: g6   # soon\n"},
+		{"list item keeps its comment column", "providers:\n  prefer:\n    - aws      # first\n", []Edit{{Path: "providers.prefer[0]", Value: "gcp"}},
+			"providers:\n  prefer:\n    - gcp      # first\n"},
 		{"comments only", "# a plan\n", []Edit{{Path: "work_hours", Value: 10}},
 			"# a plan\nwork_hours: 10\n"},
 		{"comments only, commented-out key", "# work_hours: 5\n# more\n", []Edit{{Path: "work_hours", Value: 10}},

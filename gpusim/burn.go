@@ -113,17 +113,21 @@ func (s *Sim) Burn(ctx context.Context, req gpuwarden.BurnRequest) (gpuwarden.Bu
 	slices.Sort(sorted)
 	r.BandwidthGBs = sorted[len(sorted)/2]
 
-	// FP32 soak: a few milliseconds stand for the asked seconds.
-	if err := pause(math.Min(2+req.SoakSeconds/10, 20)); err != nil {
+	// FP32 soak: a few milliseconds stand for the asked seconds, and the
+	// result says how long the simulated soak was, not what was asked: a
+	// 3 s simulated burn-in does not claim a 15 s soak.
+	soakMS := math.Min(2+req.SoakSeconds/10, 20)
+	if err := pause(soakMS); err != nil {
 		return gpuwarden.BurnResult{}, err
 	}
+	soaked := soakMS / 1000
 	fp32 := s.gpu.FP32TFLOPs * 0.86
 	if hasFault(s.spec, FaultThrottle, req.Index) {
 		// 0.8 lands between the FAIL and WARN lines: a hot card is a
 		// warning, not a broken one.
 		fp32 *= 0.8
 	}
-	r.FP32TFLOPs, r.SoakSeconds = round1(fp32), req.SoakSeconds
+	r.FP32TFLOPs, r.SoakSeconds = round1(fp32), soaked
 
 	// Pinned host↔device copies.
 	if err := pause(1); err != nil {

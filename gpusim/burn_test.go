@@ -64,6 +64,11 @@ func TestBurn(t *testing.T) {
 			if r.Mem.GBs < r.BandwidthGBs*0.7 || r.Mem.GBs > r.BandwidthGBs*0.8 || r.HostToDeviceGBs != 53.5 || r.Mem.Bytes == 0 {
 				t.Errorf("result = %+v", r)
 			}
+			// The soak the result claims is one the simulated burn ran,
+			// not the 15 s asked for (issue #32: "15s soak" for a 3 s run).
+			if r.SoakSeconds <= 0 || r.SoakSeconds > r.Seconds {
+				t.Errorf("soak %gs in a burn of %gs; the simulated soak must be part of the burn", r.SoakSeconds, r.Seconds)
+			}
 		})
 	}
 }

@@ -130,6 +130,18 @@ type authenticator struct {
 	// creation and is not cached.
 	unknown unknownIDs
 	creates uint64
+
+	// exist holds the IDs of tokens known to be in the ledger (seen valid,
+	// created here, or listed from it) and the hashes of sessions seen
+	// valid: their reads are never refused for their address's budget
+	// (see FleetServer.check). Only real tokens and sessions get in, so
+	// nobody can grow it by making credentials up.
+	exist    map[string]bool
+	sessions map[string]bool
+	// listMu serialises listings of the ledger's token IDs; listed is when
+	// the last one was taken.
+	listMu sync.Mutex
+	listed time.Time
 }
 
 type cachedToken struct {
@@ -235,6 +247,7 @@ func (a *authenticator) lookup(ctx context.Context, id string) (gpuwarden.Token,
 		a.mu.Lock()
 		if a.creates == creates {
 			a.unknown.add(id, now)
+			delete(a.exist, id)
 		}
 		a.mu.Unlock()
 	}
@@ -266,7 +279,117 @@ func (a *authenticator) created(id string) {
 	a.mu.Lock()
 	a.unknown.remove(id)
 	a.creates++
+	a.addExisting(id)
 	a.mu.Unlock()
+}
+
+// tokenListEvery is how often, at most, the server lists the token IDs in
+// the ledger, which it does only when an address has spent its budget of
+// reads (see FleetServer.check): one read of the tokens table a minute,
+// under a flood of made-up IDs, lets every token that existed a minute
+// ago through; one created since on another replica waits that long.
+const tokenListEvery = time.Minute
+
+// maxKnown bounds each of the sets of known tokens and sessions: they
+// spare real credentials the read budget, nothing more, so when one is full
+// it starts again empty (sessions that ended by expiring are never told).
+const maxKnown = 65536
+
+// addExisting records a token ID as in the ledger; a.mu is held.
+func (a *authenticator) addExisting(id string) {
+	if a.exist == nil || len(a.exist) >= maxKnown {
+		a.exist = map[string]bool{}
+	}
+	a.exist[id] = true
+}
+
+// needsRead reports whether judging cred takes a ledger read: a
+// well-formed token that neither cache holds, or a well-formed session
+// (sessions are read on every request). No credential, a malformed one and
+// a cached token are judged from memory.
+func (a *authenticator) needsRead(cred credential) bool {
+	if cred.byCookie {
+		_, ok := sessionHash(cred.raw)
+		return ok
+	}
+	id, _, ok := splitToken(cred.raw)
+	if !ok {
+		return false
+	}
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.cache[id]; ok && now.Sub(c.read) < tokenCacheTTL && now.Sub(c.read) >= 0 {
+		return false
+	}
+	return !a.unknown.has(id, now)
+}
+
+// known reports whether cred names a token known to be in the ledger, or a
+// session seen valid.
+func (a *authenticator) known(cred credential) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cred.byCookie {
+		hash, ok := sessionHash(cred.raw)
+		return ok && a.sessions[string(hash)]
+	}
+	id, _, ok := splitToken(cred.raw)
+	return ok && a.exist[id]
+}
+
+// valid records a credential that authenticated: its token exists, and a
+// session's hash is one a browser holds.
+func (a *authenticator) valid(cred credential, t gpuwarden.Token) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addExisting(t.ID)
+	if hash, ok := sessionHash(cred.raw); ok && cred.byCookie {
+		if a.sessions == nil || len(a.sessions) >= maxKnown {
+			a.sessions = map[string]bool{}
+		}
+		a.sessions[string(hash)] = true
+	}
+}
+
+// endedSession forgets a session hash once the session is gone.
+func (a *authenticator) endedSession(hash []byte) {
+	a.mu.Lock()
+	delete(a.sessions, string(hash))
+	a.mu.Unlock()
+}
+
+// exists reports whether a token ID is in the ledger as far as this server
+// knows, listing the ledger's token IDs first when the last listing is
+// older than tokenListEvery. A listing that fails answers no: the caller
+// then refuses the request as over its budget, as it would have.
+func (a *authenticator) exists(ctx context.Context, id string) bool {
+	a.mu.Lock()
+	known := a.exist[id]
+	a.mu.Unlock()
+	if known {
+		return true
+	}
+	a.listMu.Lock()
+	defer a.listMu.Unlock()
+	now := a.now()
+	a.mu.Lock()
+	known, fresh := a.exist[id], !a.listed.IsZero() && now.Sub(a.listed) < tokenListEvery && now.Sub(a.listed) >= 0
+	a.mu.Unlock()
+	if known || fresh {
+		return known
+	}
+	ts, err := a.store.Tokens(ctx, gpuwarden.AllProjects)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range ts {
+		a.addExisting(t.ID)
+	}
+	a.listed = now
+	return a.exist[id]
 }
 
 // unknownIDs is a bounded set of IDs with an expiry each. Every entry has
@@ -341,12 +464,24 @@ const (
 )
 
 // DefaultFailRatePerSec and DefaultFailBurst are the fleet server's limit
-// of failed requests per client: generous for people mistyping a token and
-// agents retrying, and they hold a client guessing tokens to 20 database
-// reads a second.
+// of failed authentications per client address: generous for people
+// mistyping a token and agents retrying; past it, failures answer 429.
+// Only failures count, so that a flood of bad tokens from a shared address
+// (a NAT, a proxy) does not lock its valid tokens out.
 const (
 	DefaultFailRatePerSec = 20
 	DefaultFailBurst      = 60
+)
+
+// DefaultLookupRatePerSec and DefaultLookupBurst are the fleet server's
+// limit, per client address, of ledger reads for credentials it does not
+// know to exist (a token ID it has not seen, a session it has not seen
+// valid): larger than the failure limit, since every valid agent behind an
+// address starts there, and they hold a client making IDs up to 100 reads
+// a second. A read that finds a valid credential is given back.
+const (
+	DefaultLookupRatePerSec = 100
+	DefaultLookupBurst      = 300
 )
 
 // DefaultSessionLifetime is how long a sign-in lasts, from sign-in: a
@@ -449,7 +584,7 @@ func (c caller) scope() scope {
 }
 
 // identify authenticates a request, in this order, so that nothing a
-// client without a credential sends reaches the database unchecked:
+// client sends costs the database more than its address's budgets allow:
 //
 //  1. A cookie request of an unsafe method from another origin is refused
 //     (EForbidden), as /login does: a browser attaches the cookie to a
@@ -458,9 +593,7 @@ func (c caller) scope() scope {
 //     they skip this; a browser cannot send a header cross-site without a
 //     CORS preflight this server never grants.
 //  2. A bearer token the cache holds as valid passes at once.
-//  3. Anything else takes one request from its client's limit of failed
-//     requests (a *tooManyError, 429, once it is used up) before it is
-//     checked against the ledger; a valid credential gives it back.
+//  3. Anything else is checked (see check).
 func (s *FleetServer) identify(r *nethttp.Request) (caller, error) {
 	cred := credentialOf(r)
 	if cred.byCookie {
@@ -470,42 +603,75 @@ func (s *FleetServer) identify(r *nethttp.Request) (caller, error) {
 	} else if t, ok := s.auth.cached(cred.raw); ok {
 		return caller{token: t}, nil
 	}
-	client := clientOf(r)
-	if tm := s.admit(client); tm != nil {
-		return caller{}, tm
+	return s.check(r.Context(), clientOf(r), cred)
+}
+
+// check authenticates a credential from a client address with two budgets
+// per address, so that a flood of bad tokens from an address that many
+// clients share (a NAT, a proxy) holds the database reads down without
+// refusing the valid tokens behind it:
+//
+//  1. A credential that takes a ledger read to judge (see needsRead) takes
+//     one from the address's lookup budget, unless the server knows it
+//     exists: a token ID in the ledger (seen valid, created here, or in a
+//     listing of the ledger's IDs, taken at most once a minute once the
+//     budget is spent) or a session seen valid. With the budget spent, an
+//     unknown one is refused with 429 before the read. A valid credential
+//     gives its read back.
+//  2. A credential that fails takes one from the address's failure
+//     budget; once that is spent, failures answer 429 instead of 401. A
+//     valid credential never counts there, and a request with a valid
+//     credential is never refused for the failures of others.
+func (s *FleetServer) check(ctx context.Context, client string, cred credential) (caller, error) {
+	charged := false
+	if s.auth.needsRead(cred) && !s.auth.known(cred) {
+		wait, ok := s.lookups.take(client, s.LookupRatePerSec, s.LookupBurst)
+		charged = ok
+		if !ok {
+			id, _, isToken := splitToken(cred.raw)
+			if cred.byCookie || !isToken || !s.auth.exists(ctx, id) {
+				return caller{}, &tooManyError{client: client, wait: wait, what: "requests with credentials to check"}
+			}
+		}
 	}
 	var c caller
 	var err error
 	if cred.byCookie {
-		c.token, err = s.auth.session(r.Context(), cred.raw)
+		c.token, err = s.auth.session(ctx, cred.raw)
 		c.session = cred.raw
 	} else {
-		c.token, err = s.auth.authenticate(r.Context(), cred.raw)
+		c.token, err = s.auth.authenticate(ctx, cred.raw)
 	}
-	if err != nil {
+	if err == nil {
+		if charged {
+			s.lookups.refund(client, s.LookupBurst)
+		}
+		s.auth.valid(cred, c.token)
+		return c, nil
+	}
+	if gpuwarden.ErrorCodeOf(err) != gpuwarden.EUnauthorized {
 		return caller{}, err
 	}
-	s.fails.refund(client, s.FailBurst)
-	return c, nil
-}
-
-// admit takes one request from client's limit of failed requests; nil
-// when the client is within it.
-func (s *FleetServer) admit(client string) *tooManyError {
-	if wait, ok := s.fails.take(client, s.FailRatePerSec, s.FailBurst); !ok {
-		return &tooManyError{client: client, wait: wait}
+	if cred.byCookie {
+		if hash, ok := sessionHash(cred.raw); ok {
+			s.auth.endedSession(hash)
+		}
 	}
-	return nil
+	if wait, ok := s.fails.take(client, s.FailRatePerSec, s.FailBurst); !ok {
+		return caller{}, &tooManyError{client: client, wait: wait, what: "failed or unauthenticated requests"}
+	}
+	return caller{}, err
 }
 
-// tooManyError is a client over its limit of failed requests: 429.
+// tooManyError is a client address over one of its budgets: 429.
 type tooManyError struct {
 	client string
 	wait   time.Duration
+	what   string
 }
 
 func (e *tooManyError) Error() string {
-	return fmt.Sprintf("too many unauthenticated or failed requests from %s", e.client)
+	return fmt.Sprintf("too many %s from %s", e.what, e.client)
 }
 
 // retryAfterSeconds is the Retry-After header for a wait: whole seconds,
@@ -557,13 +723,13 @@ func clientOf(r *nethttp.Request) string {
 	return ip.String()
 }
 
-// maxClients bounds the buckets clientLimiter keeps: past it, the full ones
+// maxClients bounds the buckets a clientLimiter keeps: past it, the full ones
 // go, then others at random, so that addresses an attacker makes up cannot
 // exhaust memory (they can only reset buckets, their own among them).
 const maxClients = 65536
 
-// clientLimiter is a token bucket per client address for the requests
-// that carry no valid credential.
+// clientLimiter is a token bucket per client address: one for the failed
+// authentications, one for the ledger reads of unknown credentials.
 type clientLimiter struct {
 	rateLimiter
 }
@@ -581,7 +747,7 @@ func (l *clientLimiter) take(client string, rate, burst float64) (time.Duration,
 	return l.allow(client, rate, burst)
 }
 
-// refund gives back a request that turned out to carry a valid credential.
+// refund gives back a read that turned out to be for a valid credential.
 func (l *clientLimiter) refund(client string, burst float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

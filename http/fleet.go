@@ -44,12 +44,16 @@ type FleetServer struct {
 	RatePerSec, RateBurst float64
 	// IdleAfter and LostAfter tune the orphan report and the node states.
 	IdleAfter, LostAfter time.Duration
-	// FailRatePerSec and FailBurst limit, per client address, the requests
-	// that carry no valid token or session (429 beyond), before they cost
-	// a database read; a valid credential does not count. The address is
-	// the connection's: behind a reverse proxy all clients share the
-	// proxy's. FailRatePerSec zero turns the limit off.
-	FailRatePerSec, FailBurst float64
+	// FailRatePerSec and FailBurst limit, per client address, the failed
+	// authentications (429 beyond, in place of 401); a valid credential
+	// does not count. LookupRatePerSec and LookupBurst limit, per address,
+	// the ledger reads for credentials the server does not know to exist
+	// (429 beyond, before the read); a read that finds a valid one is
+	// given back (see check). The address is the connection's: behind a
+	// reverse proxy all clients share the proxy's. A zero rate turns its
+	// limit off.
+	FailRatePerSec, FailBurst     float64
+	LookupRatePerSec, LookupBurst float64
 	// SessionLifetime is how long a dashboard sign-in lasts, counted from
 	// sign-in whatever the use; zero means DefaultSessionLifetime.
 	SessionLifetime time.Duration
@@ -60,6 +64,7 @@ type FleetServer struct {
 	nodes   *nodeOwners
 	limits  *rateLimiter
 	fails   *clientLimiter
+	lookups *clientLimiter
 	log     *slog.Logger
 	mux     *nethttp.ServeMux
 	metrics *fleetMetrics
@@ -90,6 +95,8 @@ func NewFleetServer(store gpuwarden.Fleet, log *slog.Logger) *FleetServer {
 	s.limits = &rateLimiter{now: s.now}
 	s.FailRatePerSec, s.FailBurst, s.SessionLifetime = DefaultFailRatePerSec, DefaultFailBurst, DefaultSessionLifetime
 	s.fails = &clientLimiter{rateLimiter{now: s.now}}
+	s.LookupRatePerSec, s.LookupBurst = DefaultLookupRatePerSec, DefaultLookupBurst
+	s.lookups = &clientLimiter{rateLimiter{now: s.now}}
 	s.beats = &beatWriter{store: store, now: s.now, in: make(chan beatRequest, 4*maxHeartbeatBatch), log: s.log, observe: s.metrics.observeBeats,
 		stopped: make(chan struct{}), linger: beatLinger}
 	s.routes()

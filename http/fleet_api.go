@@ -117,12 +117,15 @@ func (s *FleetServer) writableNode(ctx context.Context, sc scope, id string) err
 		return gpuwarden.Errorf(gpuwarden.EForbidden, "a %s token cannot write nodes", sc.Role)
 	}
 	o, err := s.nodes.owner(ctx, id)
+	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound {
+		return noNode(id)
+	}
 	if err != nil {
 		return err
 	}
 	switch {
 	case !sc.canRead(o.project):
-		return forbidden(o.project)
+		return noNode(id)
 	case sc.Role == gpuwarden.RoleAgent && o.tokenID != sc.ID:
 		return gpuwarden.Errorf(gpuwarden.EForbidden, "node %s belongs to another agent token", id).
 			WithHint("an agent writes only the nodes it registered; revoke the old token to hand the node over")
@@ -337,15 +340,25 @@ func (s *FleetServer) listNodes(w nethttp.ResponseWriter, r *nethttp.Request, sc
 
 func (s *FleetServer) getNode(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {
 	n, err := s.store.Node(r.Context(), r.PathValue("id"))
+	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound || err == nil && !sc.canRead(n.Project) {
+		return noNode(r.PathValue("id"))
+	}
 	if err != nil {
 		return err
 	}
-	if !sc.canRead(n.Project) {
-		// Not found rather than forbidden: another project's node IDs are
-		// not this token's business.
-		return gpuwarden.Errorf(gpuwarden.ENotFound, "no node %s", r.PathValue("id"))
-	}
 	return writeJSON(w, nethttp.StatusOK, n)
+}
+
+// noNode is the one answer for a node ID a token cannot see, the same
+// words for an ID nobody holds and for another project's node, so that no
+// read or write by ID tells a token which IDs other projects use. Node IDs
+// are fleet-wide (the ledger's key), so registering one that another
+// project holds must still be refused: that 409 is the one answer that
+// says an ID is in use elsewhere, and it says nothing more
+// (fleetrow.CheckRegister).
+func noNode(id string) error {
+	return gpuwarden.Errorf(gpuwarden.ENotFound, "no node %s", id).
+		WithHint("GET /api/v1/nodes lists the nodes this token sees; an agent registers its node with POST /api/v1/register")
 }
 
 func (s *FleetServer) listEvents(w nethttp.ResponseWriter, r *nethttp.Request, sc scope) error {

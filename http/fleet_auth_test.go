@@ -344,15 +344,20 @@ func TestFleetSessionsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// countingFleet counts the token reads of the ledger.
+// countingFleet counts the token reads and listings of the ledger.
 type countingFleet struct {
 	gpuwarden.Fleet
-	tokens atomic.Int64
+	tokens, lists atomic.Int64
 }
 
 func (c *countingFleet) Token(ctx context.Context, id string) (gpuwarden.Token, error) {
 	c.tokens.Add(1)
 	return c.Fleet.Token(ctx, id)
+}
+
+func (c *countingFleet) Tokens(ctx context.Context, project string) ([]gpuwarden.Token, error) {
+	c.lists.Add(1)
+	return c.Fleet.Tokens(ctx, project)
 }
 
 // newCountingServer is a fleet server over a counting SQLite ledger, for
@@ -395,7 +400,9 @@ func randomHex(t *testing.T, n int) string {
 }
 
 // Problem 4: 3,000 requests with random token IDs were all answered 401,
-// each after a database read.
+// each after a database read. The reads of made-up IDs are held to the
+// address's lookup budget, the failures past the failure budget answer
+// 429, and the agent behind the same address goes on.
 func TestFleetFailedRequestsLimitedBeforeTheLedger(t *testing.T) {
 	now, mu := fixtureNow, &sync.Mutex{}
 	srv, store := newCountingServer(t, &now, mu)
@@ -413,7 +420,7 @@ func TestFleetFailedRequestsLimitedBeforeTheLedger(t *testing.T) {
 	}
 	store.tokens.Store(0)
 
-	const n, burst = 3000, 60 // burst is DefaultFailBurst; the clock stands still
+	const n, burst, reads = 3000, DefaultFailBurst, DefaultLookupBurst // the clock stands still
 	codes := map[int]int{}
 	retry := ""
 	for i := range n {
@@ -431,8 +438,11 @@ func TestFleetFailedRequestsLimitedBeforeTheLedger(t *testing.T) {
 	if got := codes[401] + codes[429]; got != n || codes[429] < n-burst {
 		t.Errorf("answers %v; want all 401 or 429, at least %d of them 429", codes, n-burst)
 	}
-	if got := store.tokens.Load(); got > burst {
-		t.Errorf("%d random-ID requests read %d tokens from the ledger; want at most %d", n, got, burst)
+	if got := store.tokens.Load(); got > reads {
+		t.Errorf("%d random-ID requests read %d tokens from the ledger; want at most %d", n, got, reads)
+	}
+	if got := store.lists.Load(); got > 1 {
+		t.Errorf("the flood listed the ledger's tokens %d times; want at most once", got)
 	}
 	if retry != "1" {
 		t.Errorf("429 Retry-After = %q, want 1 (a second buys the next try)", retry)
@@ -475,4 +485,110 @@ func TestFleetUnknownTokenIDsCached(t *testing.T) {
 	if got := store.tokens.Load(); got != 2 {
 		t.Errorf("after 30 s the ledger was read %d times in all, want 2", got)
 	}
+}
+
+// TestFleetFloodFromASharedAddressLetsValidTokensThrough: one address many
+// clients share (a NAT, a proxy) floods the server with bad tokens of every
+// kind; the valid tokens behind it, none of them cached, still get in
+// (issue #32 item 6: they got 429), and the flood's ledger reads stay
+// within the address's lookup budget, plus one listing of the token IDs a
+// minute.
+func TestFleetFloodFromASharedAddressLetsValidTokensThrough(t *testing.T) {
+	now, mu := fixtureNow, &sync.Mutex{}
+	srv, store := newCountingServer(t, &now, mu)
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx := context.Background()
+	// Tokens made straight in the ledger, as another replica or the
+	// bootstrap makes them: this server has not seen them.
+	mint := func(name string) (gpuwarden.Token, string) {
+		tk, secret, err := NewToken("ml", gpuwarden.RoleAgent, name, fixtureNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Fleet.CreateToken(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk, secret
+	}
+	seenTok, seen := mint("seen")
+	_, fresh := mint("fresh")
+	revokedTok, revoked := mint("revoked")
+	if err := store.Fleet.RevokeToken(ctx, revokedTok.ID, fixtureNow); err != nil {
+		t.Fatal(err)
+	}
+	const shared = "192.0.2.10:40000"
+	if rec := from(srv, shared, "/api/v1/whoami", seen, ""); rec.Code != 200 {
+		t.Fatalf("seen before the flood = %d %s", rec.Code, rec.Body)
+	}
+	random := func() string { return "gw_" + randomHex(t, 8) + "_" + randomHex(t, 32) }
+	unknown := random()
+	floods := []struct {
+		name string
+		tok  func() string
+	}{
+		{"made-up IDs", random},
+		{"malformed", func() string { return "gw_" + randomHex(t, 5) }},
+		{"one unknown ID", func() string { return unknown }},
+		{"a real ID, wrong secrets", func() string { return "gw_" + seenTok.ID + "_" + randomHex(t, 32) }},
+		{"a revoked token", func() string { return revoked }},
+		{"no token", func() string { return "" }},
+	}
+	flood := func(tok func() string) map[int]int {
+		codes := map[int]int{}
+		for range 2000 {
+			codes[from(srv, shared, "/api/v1/nodes", tok(), "").Code]++
+		}
+		return codes
+	}
+	for _, fl := range floods {
+		t.Run(fl.name, func(t *testing.T) {
+			// Past the token cache's 5 s: no valid token of the address is
+			// cached, and the budgets have refilled.
+			advance(6 * time.Second)
+			reads := store.tokens.Load()
+			codes := flood(fl.tok)
+			if codes[200] != 0 || codes[429] < 2000-DefaultFailBurst-6*DefaultFailRatePerSec {
+				t.Errorf("flood answers %v; want every one refused, the most 429", codes)
+			}
+			if got := store.tokens.Load() - reads; got > DefaultLookupBurst {
+				t.Errorf("the flood read %d tokens from the ledger; want at most %d", got, DefaultLookupBurst)
+			}
+			for _, valid := range []struct{ name, token string }{{"a token never seen", fresh}, {"a token seen before", seen}} {
+				if rec := from(srv, shared, "/api/v1/whoami", valid.token, ""); rec.Code != 200 {
+					t.Errorf("%s, behind the flooding address = %d %s", valid.name, rec.Code, rec.Body)
+				}
+			}
+			// Fresh is known now; forget it, as a restarted server would.
+			id := mustID(t, fresh)
+			srv.auth.mu.Lock()
+			delete(srv.auth.exist, id)
+			delete(srv.auth.cache, id)
+			srv.auth.mu.Unlock()
+		})
+	}
+	if got := store.lists.Load(); got > 1 {
+		t.Errorf("the floods listed the ledger's token IDs %d times within a minute; want at most once", got)
+	}
+
+	// A token made elsewhere after the listing waits for the next one, a
+	// minute on: a flood of made-up IDs may hold it back until then.
+	_, late := mint("late")
+	flood(random)
+	if rec := from(srv, shared, "/api/v1/whoami", late, ""); rec.Code != 429 {
+		t.Errorf("a token newer than the listing, in a flood = %d; want 429 until the next listing", rec.Code)
+	}
+	advance(tokenListEvery)
+	flood(random)
+	if rec := from(srv, shared, "/api/v1/whoami", late, ""); rec.Code != 200 {
+		t.Errorf("a minute later, in a flood = %d %s; want 200", rec.Code, rec.Body)
+	}
+}
+
+func mustID(t *testing.T, token string) string {
+	t.Helper()
+	id, _, ok := splitToken(token)
+	if !ok {
+		t.Fatalf("%q is not a token", token)
+	}
+	return id
 }

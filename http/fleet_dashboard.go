@@ -264,21 +264,20 @@ func (s *FleetServer) login(w nethttp.ResponseWriter, r *nethttp.Request) {
 		s.renderLogin(w, r, nethttp.StatusForbidden, "This sign-in form expired or was not this server's: sign in again.", next)
 		return
 	}
-	client := clientOf(r)
-	if tm := s.admit(client); tm != nil {
+	c, err := s.check(r.Context(), clientOf(r), credential{raw: strings.TrimSpace(r.PostForm.Get("token"))})
+	var tm *tooManyError
+	switch {
+	case errors.As(err, &tm):
 		s.renderTooMany(w, tm)
 		return
-	}
-	t, err := s.auth.authenticate(r.Context(), strings.TrimSpace(r.PostForm.Get("token")))
-	if err != nil {
-		if gpuwarden.ErrorCodeOf(err) != gpuwarden.EUnauthorized {
-			s.renderError(w, nil, 0, err)
-			return
-		}
+	case gpuwarden.ErrorCodeOf(err) == gpuwarden.EUnauthorized:
 		s.renderLogin(w, r, nethttp.StatusUnauthorized, "That token is unknown, revoked or mistyped.", next)
 		return
+	case err != nil:
+		s.renderError(w, nil, 0, err)
+		return
 	}
-	s.fails.refund(client, s.FailBurst)
+	t := c.token
 	lifetime := s.sessionLifetime()
 	sess, id, err := newSession(t, s.now(), lifetime)
 	if err == nil {
@@ -370,14 +369,20 @@ func (s *FleetServer) logout(w nethttp.ResponseWriter, r *nethttp.Request) {
 					WithHint("reload the page and use its Sign out button"))
 				return
 			}
-			if tm := s.admit(clientOf(r)); tm != nil {
-				s.renderTooMany(w, tm)
-				return
+			// A made-up session's CSRF token is made up with it: the
+			// delete of one the server has not seen valid takes a read
+			// from the address's budget.
+			if !s.auth.known(credential{raw: c.Value, byCookie: true}) {
+				if wait, ok := s.lookups.take(clientOf(r), s.LookupRatePerSec, s.LookupBurst); !ok {
+					s.renderTooMany(w, &tooManyError{client: clientOf(r), wait: wait, what: "requests with credentials to check"})
+					return
+				}
 			}
 			if err := s.store.DeleteSession(r.Context(), hash); err != nil {
 				s.renderError(w, nil, 0, err)
 				return
 			}
+			s.auth.endedSession(hash)
 		}
 	}
 	nethttp.SetCookie(w, cookieFor(r, sessionCookie, "", -1))

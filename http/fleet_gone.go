@@ -43,7 +43,7 @@ func (s *FleetServer) markGone(w nethttp.ResponseWriter, r *nethttp.Request, sc 
 	n, err := s.store.Node(r.Context(), id)
 	if gpuwarden.ErrorCodeOf(err) == gpuwarden.ENotFound || (err == nil && !sc.canRead(n.Project)) {
 		// Not found rather than forbidden, as GET says.
-		return gpuwarden.Errorf(gpuwarden.ENotFound, "no node %s", id).WithHint("GET /api/v1/nodes lists the nodes this token sees")
+		return noNode(id)
 	}
 	if err != nil {
 		return err

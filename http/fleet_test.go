@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	nethttp "net/http"
 	"net/http/httptest"
@@ -177,6 +178,62 @@ func TestFleetAuthRefusals(t *testing.T) {
 	}
 }
 
+// TestFleetForeignNodeLooksUnknown: every read and write by node ID answers
+// another project's node exactly as an ID nobody holds, status and words;
+// registering it is refused with 409, the one answer a fleet-wide ID
+// cannot avoid, which names neither the project nor the box (issue #32
+// item 6: register said "belongs to another project" while GET said 404,
+// and a heartbeat named the other project).
+func TestFleetForeignNodeLooksUnknown(t *testing.T) {
+	f := newFleetFixture(t, nil)
+	agentA := f.token("team-a", gpuwarden.RoleAgent)
+	agentB, viewerB, adminB := f.token("team-b", gpuwarden.RoleAgent), f.token("team-b", gpuwarden.RoleViewer), f.token("team-b", gpuwarden.RoleAdmin)
+	held := node("a1", "ana")
+	held.Hostname, held.InstanceID = "box-of-team-a", "i-0aaa"
+	f.register(agentA, held)
+	const nobody = "zz"
+	minute := gpuwarden.FleetBatch{Minutes: []gpuwarden.NodeMinute{{Minute: fixtureNow.Add(-time.Hour), Samples: 60, GPUUtil: []float64{10}}}}
+	for _, tt := range []struct {
+		name, method, path, token string
+		body                      func(id string) any
+	}{
+		{"viewer reads", "GET", "/api/v1/nodes/{id}", viewerB, nil},
+		{"admin reads", "GET", "/api/v1/nodes/{id}", adminB, nil},
+		{"agent beats", "POST", "/api/v1/heartbeat", agentB, func(id string) any {
+			return gpuwarden.Heartbeat{Node: id, Time: fixtureNow, State: gpuwarden.NodeRunning}
+		}},
+		{"admin beats", "POST", "/api/v1/heartbeat", adminB, func(id string) any {
+			return gpuwarden.Heartbeat{Node: id, Time: fixtureNow, State: gpuwarden.NodeRunning}
+		}},
+		{"agent ships", "POST", "/api/v1/nodes/{id}/batch", agentB, func(string) any { return minute }},
+		{"admin marks gone", "POST", "/api/v1/nodes/{id}/gone", adminB, func(string) any { return GoneRequest{} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			answer := func(id string) string {
+				var body any
+				if tt.body != nil {
+					body = tt.body(id)
+				}
+				code, b, _ := f.call(tt.method, strings.ReplaceAll(tt.path, "{id}", id), tt.token, body)
+				return fmt.Sprintf("%d %s", code, strings.ReplaceAll(string(b), id, "ID"))
+			}
+			foreign, unknown := answer("a1"), answer(nobody+"1")
+			if foreign != unknown || !strings.HasPrefix(foreign, "404 ") {
+				t.Errorf("another project's node:\n  %s\nan ID nobody holds:\n  %s\nwant the same 404", foreign, unknown)
+			}
+		})
+	}
+	code, body, _ := f.call("POST", "/api/v1/register", agentB, node("a1", "bo"))
+	if code != 409 || !strings.Contains(string(body), "the ID is taken") || !strings.Contains(string(body), "--node-id") {
+		t.Errorf("registering A's node ID from B = %d %s; want 409, the ID taken, and --node-id", code, body)
+	}
+	for _, secret := range []string{"team-a", "project", "box-of-team-a", "i-0aaa", "ana"} {
+		if strings.Contains(string(body), secret) {
+			t.Errorf("the refusal tells B %q: %s", secret, body)
+		}
+	}
+}
+
 func TestFleetCrossProjectRefused(t *testing.T) {
 	f := newFleetFixture(t, nil)
 	agentA, agentA2 := f.token("team-a", gpuwarden.RoleAgent), f.token("team-a", gpuwarden.RoleAgent)
@@ -199,9 +256,11 @@ func TestFleetCrossProjectRefused(t *testing.T) {
 		{"B lists A's nodes", "GET", "/api/v1/nodes?project=team-a", viewerB, nil, 403},
 		{"B reads A's events", "GET", "/api/v1/events?project=team-a", viewerB, nil, 403},
 		{"B reads A's spend", "GET", "/api/v1/reports/spend?project=team-a", viewerB, nil, 403},
-		{"B agent beats for A's node", "POST", "/api/v1/heartbeat", agentB, beat("a1"), 403},
-		{"B agent ships to A's node", "POST", "/api/v1/nodes/a1/batch", agentB, minute, 403},
-		{"B admin beats for A's node", "POST", "/api/v1/heartbeat", adminB, beat("a1"), 403},
+		// Another project's node answers as one nobody holds (see
+		// TestFleetForeignNodeLooksUnknown).
+		{"B agent beats for A's node", "POST", "/api/v1/heartbeat", agentB, beat("a1"), 404},
+		{"B agent ships to A's node", "POST", "/api/v1/nodes/a1/batch", agentB, minute, 404},
+		{"B admin beats for A's node", "POST", "/api/v1/heartbeat", adminB, beat("a1"), 404},
 		{"B agent registers into A", "POST", "/api/v1/register", agentB, gpuwarden.Node{ID: "x1", Project: "team-a"}, 403},
 		{"B agent takes over A's node", "POST", "/api/v1/register", agentB, node("a1", "bo"), 409},
 		{"B admin makes a token for A", "POST", "/api/v1/tokens", adminB, map[string]string{"project": "team-a", "role": "admin"}, 403},

@@ -69,7 +69,12 @@ func (rs RightSizing) Message(cur gpuwarden.Currency) string {
 	}
 	if rs.Smaller != nil {
 		o := rs.Smaller.Offer
-		ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it for %s a month less", o.Provider, o.Region, o.Instance, o.GPU, cur.Format(rs.Saving)))
+		if rs.Current != nil {
+			ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it for %s a month less", o.Provider, o.Region, o.Instance, o.GPU, cur.Format(rs.Saving)))
+		} else {
+			// No priced month of the card to compare with: no saving to claim.
+			ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it", o.Provider, o.Region, o.Instance, o.GPU))
+		}
 	}
 	if len(ways) > 0 {
 		b.WriteString(": " + strings.Join(ways, "; "))
@@ -112,6 +117,20 @@ func (r *Report) RightSize() *RightSizing {
 		}
 	}
 	return nil
+}
+
+// RightSizeTarget checks the card a launch target rents, found in the
+// catalog by its provider, region and offer, as RightSize checks the box's:
+// nil when it fits, the sizing is unknown or the catalog lacks the offer.
+func (r *Report) RightSizeTarget(t gpuwarden.Target) *RightSizing {
+	if t.Offer == "" {
+		return nil
+	}
+	o, err := findOffer(r.cat, &gpuwarden.Box{Provider: t.Provider, Region: t.Region, Instance: t.Offer})
+	if err != nil {
+		return nil
+	}
+	return rightSizing(r, o, nil)
 }
 
 func rightSizing(r *Report, o *gpuwarden.Offer, cur *Candidate) *RightSizing {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -195,8 +196,9 @@ func planBTarget(f Facts) (gpuwarden.Target, bool) {
 	return gpuwarden.Target{}, false
 }
 
-// targetPlaces are the targets' provider and region after the card-size
-// fix, which moves the targets that rent the box's card to the smaller offer.
+// targetPlaces are the targets' provider and region once the card-size
+// fix is done: the targets that rent the box's card move to the smaller
+// offer, by its edits or (a launch command of the user's own) by hand.
 func targetPlaces(f Facts) [][2]string {
 	moved := map[int]bool{}
 	var smaller *gpuwarden.Offer
@@ -215,6 +217,44 @@ func targetPlaces(f Facts) [][2]string {
 		out = append(out, [2]string{t.Provider, t.Region})
 	}
 	return out
+}
+
+// movableTargets splits the targets that launch the box's offer (see
+// boxTargets) by whether the card-size fix can point them at o with field
+// edits alone: on o's provider, with a launch command that reads the offer
+// from the target ({{.Offer}}) and, when the region changes, the region too
+// with no zone pinned. Any other target launches what its own command says,
+// and a fix never rewrites a command: it is kept, and the user moves it.
+func movableTargets(f Facts, o *gpuwarden.Offer) (movable, kept []int) {
+	for _, i := range boxTargets(f) {
+		t := f.Plan.Targets[i]
+		sameRegion := strings.EqualFold(t.Region, o.Region)
+		if strings.EqualFold(t.Provider, o.Provider) && launchReads(t.Launch, "Offer") &&
+			(sameRegion || launchReads(t.Launch, "Region") && t.Zone == "") {
+			movable = append(movable, i)
+		} else {
+			kept = append(kept, i)
+		}
+	}
+	return movable, kept
+}
+
+// launchReads reports whether a launch command's template reads the
+// target's field ({{.Offer}}, {{ .Region }}, {{if .Zone}}…).
+func launchReads(launch, field string) bool {
+	return regexp.MustCompile(`\{\{[^}]*\.` + field + `\b`).MatchString(launch)
+}
+
+// targetNames names targets for a fix: "target plan-a", "targets plan-a and plan-c".
+func targetNames(f Facts, idx []int) string {
+	var names []string
+	for _, i := range idx {
+		names = append(names, f.Plan.Targets[i].Name)
+	}
+	if len(names) == 1 {
+		return "target " + names[0]
+	}
+	return "targets " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // boxTargets are the indexes of the targets that launch the box's offer.
@@ -507,24 +547,47 @@ func cardSize(f Facts) Item {
 		var fixes []string
 		if rs.Smaller != nil {
 			o := rs.Smaller.Offer
-			fixes = append(fixes, fmt.Sprintf("rent %s %s %s instead", o.Provider, o.Region, o.Instance))
+			fix := fmt.Sprintf("rent %s %s %s instead", o.Provider, o.Region, o.Instance)
 			if f.Plan.Box != nil && f.Plan.Box.Instance != "" {
 				it.Edits = []config.Edit{{Path: "box.provider", Value: o.Provider, Why: "a card that fits"},
 					{Path: "box.region", Value: o.Region, Why: "a card that fits"},
 					{Path: "box.instance", Value: o.Instance, Why: fmt.Sprintf("%s saves %s a month", o.GPU, cur.Format(rs.Saving))}}
-				for _, i := range boxTargets(f) {
-					// The old launch command rents the old card, so the
-					// target gets the new provider's template to adapt.
-					t := launch.Template(o.Provider)
-					t.Name, t.Provider, t.Region, t.Offer = f.Plan.Targets[i].Name, o.Provider, o.Region, o.Instance
-					it.Edits = append(it.Edits, config.Edit{Path: fmt.Sprintf("targets[%d]", i), Value: t, Why: "launch the card that fits"})
+				movable, kept := movableTargets(f, o)
+				for _, i := range movable {
+					// Only the fields the target's own command reads: the
+					// command, the stop and the rest stay the user's.
+					if t := f.Plan.Targets[i]; !strings.EqualFold(t.Region, o.Region) {
+						it.Edits = append(it.Edits, config.Edit{Path: fmt.Sprintf("targets[%d].region", i), Value: o.Region, Why: "launch the card that fits"})
+					}
+					it.Edits = append(it.Edits, config.Edit{Path: fmt.Sprintf("targets[%d].offer", i), Value: o.Instance, Why: "launch the card that fits"})
+				}
+				if len(kept) > 0 {
+					fix += fmt.Sprintf(", then point %s at it (--fix leaves a launch command as you wrote it)", targetNames(f, kept))
 				}
 			}
+			fixes = append(fixes, fix)
 		}
 		if rs.MIG != nil {
 			fixes = append(fixes, fmt.Sprintf("or share the card: `nvidia-smi mig -cgi %s -C`", rs.MIG.Name))
 		}
 		it.Fix = strings.Join(fixes, ", ")
+		return it
+	}
+	// The box fits; a target may still rent an oversized card with a
+	// command of its own (one the card-size fix moved the box away from).
+	for _, t := range f.Plan.Targets {
+		rs := f.Report.RightSizeTarget(t)
+		if rs == nil {
+			continue
+		}
+		it.Status = Fail
+		it.Evidence = fmt.Sprintf("target %s still rents %s %s %s: %s", t.Name, t.Provider, t.Region, t.Offer, rs.Message(cur))
+		if b := f.Plan.Box; b != nil && b.Instance != "" {
+			it.Fix = fmt.Sprintf("point target %s at the box, %s %s %s: its provider, region, offer and launch command", t.Name, b.Provider, b.Region, b.Instance)
+		} else if rs.Smaller != nil {
+			o := rs.Smaller.Offer
+			it.Fix = fmt.Sprintf("point target %s at %s %s %s: its provider, region, offer and launch command", t.Name, o.Provider, o.Region, o.Instance)
+		}
 		return it
 	}
 	if f.WeekGPUMemPercent >= 0 && f.WeekGPUMemPercent < 100*plan.OversizedShare {

@@ -167,8 +167,11 @@ func repoExample(t *testing.T, name string) []byte {
 }
 
 // TestOversizedPlanThenFixed is the issue's scenario: no plan B, no budget
-// alert and a 141 GB card for a 7B int4 inference fail with their fixes,
-// and once the edits are applied the plan-file items pass.
+// alert and a 141 GB card for a 7B int4 inference fail with their fixes.
+// The fixes add and edit only the fields they name: the user's own vast
+// launch command stays as written (issue #32 item 8), so card-size then
+// fails on the target that still rents the H200, saying what to change by
+// hand; once the user points it at the box, every plan-file item passes.
 func TestOversizedPlanThenFixed(t *testing.T) {
 	src := repoExample(t, "preflight-h200.yaml")
 	offline := func(f *Facts) { f.Webhooks = nil }
@@ -193,6 +196,14 @@ func TestOversizedPlanThenFixed(t *testing.T) {
 			t.Errorf("card-size evidence lacks %q: %s", want, card.Evidence)
 		}
 	}
+	if !strings.Contains(card.Fix, "then point target plan-a at it") {
+		t.Errorf("card-size fix does not say that plan-a's own command is the user's to move: %s", card.Fix)
+	}
+	for _, e := range edits {
+		if strings.HasPrefix(e.Path, "targets[") {
+			t.Errorf("a fix edits the user's target: %s = %v", e.Path, e.Value)
+		}
+	}
 	if !Failed(items, false) {
 		t.Error("Failed = false with three failures")
 	}
@@ -201,16 +212,90 @@ func TestOversizedPlanThenFixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, line := range []string{
+		"    launch: vastai create instance $OFFER_ID --image vllm/vllm-openai --disk 40 --label {{.Name}}\n",
+		"    stop: vastai destroy instance {{.InstanceID}}\n",
+		"  monthly_limit: 100         # per month; 0 is no limit, and no alert can fire\n",
+		"# A 7B chat model",
+	} {
+		if !strings.Contains(string(fixed), line) {
+			t.Errorf("the fixed file lacks %q:\n%s", line, fixed)
+		}
+	}
 	again := Check(facts(t, string(fixed), offline))
 	for _, it := range again {
-		if it.PlanFile && it.Status == Fail {
+		switch {
+		case it.ID == "card-size":
+			if it.Status != Fail || !strings.Contains(it.Evidence, "target plan-a still rents vast France 1x-H200") || !strings.Contains(it.Fix, "aws us-east-1 g4dn.xlarge") {
+				t.Errorf("after the fixes card-size = %s: %s (fix: %s); want a failure naming plan-a and the box", it.Status, it.Evidence, it.Fix)
+			}
+		case it.PlanFile && it.Status == Fail:
 			t.Errorf("after the fixes %s still fails: %s", it.ID, it.Evidence)
 		}
 	}
-	if !strings.Contains(string(fixed), "# per month; 0 is no limit, and no alert can fire") || !strings.Contains(string(fixed), "A 7B chat model") {
-		t.Error("the fixes lost the file's comments")
+
+	// The user points plan A at the box with a command of their own.
+	byHand, err := config.ApplyEdits(fixed, []config.Edit{{Path: "targets[0].provider", Value: "aws"}, {Path: "targets[0].region", Value: "us-east-1"},
+		{Path: "targets[0].offer", Value: "g4dn.xlarge"}, {Path: "targets[0].launch", Value: "aws ec2 run-instances --instance-type g4dn.xlarge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range Check(facts(t, string(byHand), offline)) {
+		if it.PlanFile && it.Status == Fail {
+			t.Errorf("with plan A moved by hand %s fails: %s", it.ID, it.Evidence)
+		}
 	}
 }
+
+// TestCardSizeFixEditsOnlyWhatTheTargetReads: a target on the smaller
+// card's provider whose command reads {{.Offer}} (and {{.Region}} when the
+// region moves) is moved by editing those fields alone; one whose command
+// names its own instance, pins a zone, or is on another provider is left
+// as written, and the fix says to move it.
+func TestCardSizeFixEditsOnlyWhatTheTargetReads(t *testing.T) {
+	const oversized = `
+name: big
+workload: {kind: inference, params_b: 7, precision: int4}
+work_hours: 100
+budget: {monthly_limit: 1000, currency: USD, alerts_percent: [50]}
+box: {provider: aws, region: us-east-1, instance: p4de.24xlarge}
+providers: {exclude: [azure, gcp, lambda, runpod, vast]}
+targets:
+  - {name: plan-a, provider: aws, region: us-east-1, offer: p4de.24xlarge, launch: LAUNCH}
+`
+	tests := []struct {
+		name, launch string
+		edits        []string // the targets' edit paths
+		kept         bool
+	}{
+		{"reads the offer", "aws ec2 run-instances --instance-type {{.Offer}} --region {{.Region}}", []string{"targets[0].offer"}, false},
+		{"spaced template", "aws ec2 run-instances --instance-type {{ .Offer }}", []string{"targets[0].offer"}, false},
+		{"names its own instance", "aws ec2 run-instances --instance-type p4de.24xlarge", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			yaml := strings.Replace(oversized, "LAUNCH", strconvQuote(tt.launch), 1)
+			card, _ := statusOf(Check(facts(t, yaml, nil)), "card-size")
+			if card.Status != Fail {
+				t.Fatalf("card-size = %s: %s", card.Status, card.Evidence)
+			}
+			var paths []string
+			for _, e := range card.Edits {
+				if strings.HasPrefix(e.Path, "targets") {
+					paths = append(paths, e.Path)
+				}
+			}
+			if strings.Join(paths, ",") != strings.Join(tt.edits, ",") {
+				t.Errorf("target edits %v, want %v", paths, tt.edits)
+			}
+			if got := strings.Contains(card.Fix, "then point target plan-a"); got != tt.kept {
+				t.Errorf("fix %q: tells to move plan-a by hand = %v, want %v", card.Fix, got, tt.kept)
+			}
+		})
+	}
+}
+
+func strconvQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func TestQuestions(t *testing.T) {
 	cat, err := catalog.Load(nil, true)

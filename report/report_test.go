@@ -41,7 +41,7 @@ func burnin(node, verdict string, at time.Time) gpuwarden.NodeEvent {
 }
 
 func runEvent(node, class string, exit int, restarts map[string]int, at time.Time) gpuwarden.NodeEvent {
-	b, _ := json.Marshal(gpuwarden.RunReport{Class: class, ExitCode: exit, Restarts: restarts})
+	b, _ := json.Marshal(gpuwarden.RunReport{JobClass: class, JobExitCode: exit, Restarts: restarts})
 	return event(node, KindRunReport, at, map[string]string{"report": string(b)})
 }
 

@@ -168,17 +168,27 @@ func runReport(e gpuwarden.Event) (gpuwarden.RunReport, bool) {
 	if err := json.Unmarshal([]byte(e.Data["report"]), &r); err != nil {
 		return r, false
 	}
+	if r.JobClass == "" {
+		// A report written before the job's fields were named so: its
+		// exit_code and class were the job's.
+		var old struct {
+			ExitCode int    `json:"exit_code"`
+			Class    string `json:"class"`
+		}
+		_ = json.Unmarshal([]byte(e.Data["report"]), &old)
+		r.JobExitCode, r.JobClass = old.ExitCode, old.Class
+	}
 	return r, true
 }
 
 // runFailed says whether a job ended in anything but success. A job that
 // ended preempted counts as failed: its work did not finish on this box.
 func runFailed(r gpuwarden.RunReport) bool {
-	switch r.Class {
+	switch r.JobClass {
 	case gpuwarden.ExitOK, "success":
 		return false
 	case "":
-		return r.ExitCode != 0
+		return r.JobExitCode != 0
 	}
 	return true
 }

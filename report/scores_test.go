@@ -89,9 +89,34 @@ func TestRunFailed(t *testing.T) {
 		{gpuwarden.ExitGPUFault, 1, true},
 	}
 	for _, tt := range tests {
-		if got := runFailed(gpuwarden.RunReport{Class: tt.class, ExitCode: tt.exit}); got != tt.want {
+		if got := runFailed(gpuwarden.RunReport{JobClass: tt.class, JobExitCode: tt.exit}); got != tt.want {
 			t.Errorf("runFailed(%q, exit %d) = %v, want %v", tt.class, tt.exit, got, tt.want)
 		}
+	}
+}
+
+// TestRunReportReadsBothVersions: a ledger keeps the run reports written
+// before the job's exit code and class were named job_exit_code and
+// job_class (run/v1's exit_code and class); both read as the job's.
+func TestRunReportReadsBothVersions(t *testing.T) {
+	tests := []struct {
+		name, json string
+		class      string
+		exit       int
+		failed     bool
+	}{
+		{"v1 ok", `{"exit_code":0,"class":"ok","result":"ok"}`, gpuwarden.ExitOK, 0, false},
+		{"v1 failed", `{"exit_code":3,"class":"user-error","result":"user-error"}`, gpuwarden.ExitUser, 3, true},
+		{"v2 not durable", `{"job_exit_code":0,"job_class":"ok","exit_code":74,"result":"not-durable"}`, gpuwarden.ExitOK, 0, false},
+		{"v2 failed", `{"job_exit_code":2,"job_class":"user-error","exit_code":2,"result":"user-error"}`, gpuwarden.ExitUser, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ok := runReport(gpuwarden.Event{Kind: KindRunReport, Data: map[string]string{"report": tt.json}})
+			if !ok || r.JobClass != tt.class || r.JobExitCode != tt.exit || runFailed(r) != tt.failed {
+				t.Errorf("runReport(%s) = class %q exit %d failed %v, want %q %d %v", tt.json, r.JobClass, r.JobExitCode, runFailed(r), tt.class, tt.exit, tt.failed)
+			}
+		})
 	}
 }
 

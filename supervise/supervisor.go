@@ -294,7 +294,7 @@ func (s *Supervisor) Run(ctx context.Context, notices <-chan gpuwarden.Notice) (
 		}
 		report.Attempts = append(report.Attempts, a)
 		report.LostSeconds += a.LostSeconds
-		report.ExitCode, report.Class = a.ExitCode, a.Class
+		report.JobExitCode, report.JobClass = a.ExitCode, a.Class
 		if end == endedCancelled {
 			c.Log.Info("supervisor stopped; not restarting", "attempt", n)
 			report.Result, why = gpuwarden.ResultStopped, "the supervisor was stopped; the job was checkpointed and stopped"
@@ -365,6 +365,7 @@ func (r *runner) finish(report gpuwarden.RunReport) gpuwarden.RunReport {
 		}
 	}
 	report.End = c.Now()
+	report.ExitCode = report.RunExitCode()
 	return report
 }
 

@@ -111,8 +111,8 @@ func TestRunUninterrupted(t *testing.T) {
 	if got := classes(report); !reflect.DeepEqual(got, []string{gpuwarden.ExitOK}) {
 		t.Errorf("attempts = %v, want one ok", got)
 	}
-	if report.Class != gpuwarden.ExitOK || report.ExitCode != 0 || report.LostSeconds != 0 {
-		t.Errorf("report class %s exit %d lost %v", report.Class, report.ExitCode, report.LostSeconds)
+	if report.JobClass != gpuwarden.ExitOK || report.JobExitCode != 0 || report.ExitCode != 0 || report.LostSeconds != 0 {
+		t.Errorf("report job class %s job exit %d exit %d lost %v", report.JobClass, report.JobExitCode, report.ExitCode, report.LostSeconds)
 	}
 	if st := h.finalState(t); st.Step != 40 || st.Digest != wantDigest(40) {
 		t.Errorf("final state = %+v, want step 40 and the uninterrupted digest", st)
@@ -242,8 +242,11 @@ func TestRunRetryBudgets(t *testing.T) {
 				t.Errorf("sleeps = %v, want %v", h.sleeps, tt.sleeps)
 			}
 			last := report.Attempts[len(report.Attempts)-1]
-			if report.Class != last.Class || report.ExitCode != last.ExitCode {
-				t.Errorf("report class %s exit %d, last attempt %s %d", report.Class, report.ExitCode, last.Class, last.ExitCode)
+			if report.JobClass != last.Class || report.JobExitCode != last.ExitCode {
+				t.Errorf("report job class %s job exit %d, last attempt %s %d", report.JobClass, report.JobExitCode, last.Class, last.ExitCode)
+			}
+			if report.ExitCode != report.RunExitCode() {
+				t.Errorf("report exit_code %d, gpuwarden run exits %d", report.ExitCode, report.RunExitCode())
 			}
 			if tt.want[0] != gpuwarden.ExitOK && (len(oomPids) == 0 || len(oomPids[0]) == 0) {
 				t.Errorf("failed attempts were not checked for a kernel OOM kill with the job's pids")

@@ -28,6 +28,11 @@ func (a *app) benchCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure gpuwarden's own speed: the fleet server under load",
+		Long: `bench measures gpuwarden itself against its performance budgets; bench fleet
+drives the fleet server's real API with simulated agents.
+
+` + exitCodes("0  the run met its budget, or no subcommand was given (this help)", "1  it missed the budget",
+			"2  bad input or usage: a flag, an unknown subcommand, an unreachable --db", "4  internal error"),
 		Example: `  gpuwarden bench fleet --agents 1000 --rate 10 --ceiling
   gpuwarden bench fleet --agents 1000 --db postgres://bench@127.0.0.1/bench -o json`,
 	}

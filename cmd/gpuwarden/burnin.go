@@ -259,7 +259,7 @@ memory, ECC and Xid errors seen, and its error rate — so a bad host shows up.
 			}
 			path := filepath.Join(dataDir, "ledger.db")
 			if _, err := os.Stat(path); err != nil {
-				return gpuwarden.Errorf(gpuwarden.ENotFound, "no ledger at %s", path).WithHint("run gpuwarden burnin first, or pass --data-dir")
+				return noLedger(path, cmd.Flags().Changed("data-dir"))
 			}
 			l, err := sqlite.Open(cmd.Context(), path)
 			if err != nil {
@@ -287,6 +287,23 @@ memory, ECC and Xid errors seen, and its error rate — so a bad host shows up.
 	c.Flags().StringVar(&dataDir, "data-dir", defaultDataDir(), "where the ledger lives")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return c
+}
+
+// noLedger explains a data dir without a ledger. A simulated burn-in
+// without --data-dir keeps its runs in DATA_DIR/simulated (see
+// simulatedDataDir), so that nodes, reading DATA_DIR, would otherwise send
+// the user to run the burn-in they just ran.
+func noLedger(path string, dataDirGiven bool) error {
+	err := gpuwarden.Errorf(gpuwarden.ENotFound, "no ledger at %s", path)
+	sim := filepath.Join(defaultDataDir(), "simulated")
+	switch _, serr := os.Stat(filepath.Join(sim, "ledger.db")); {
+	case !dataDirGiven && serr == nil:
+		return err.WithHint("simulated burn-ins (--simulate without --data-dir) are kept apart, in %s: gpuwarden nodes --data-dir %s",
+			sim, shellWord(sim))
+	case !dataDirGiven:
+		return err.WithHint("run gpuwarden burnin first (with --simulate and no --data-dir, its runs go to %s), or pass --data-dir", sim)
+	}
+	return err.WithHint("run gpuwarden burnin --data-dir %s first, or pass the --data-dir a burn-in used", shellWord(filepath.Dir(path)))
 }
 
 // scorecard is one node's burn-in history.

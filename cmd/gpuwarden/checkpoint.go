@@ -13,6 +13,13 @@ func (a *app) checkpointCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Work with checkpoints of a job supervised by gpuwarden run",
+		Long: `checkpoint is for a job under gpuwarden run and for the person looking after
+it: commit marks a checkpoint the job finished writing, list validates every
+committed one against its manifest.
+
+` + exitCodes("0  committed, or listed (torn ones included), or no subcommand was given (this help)",
+			"2  bad usage; DIR missing, empty, holding a symlink or not directly under the root's incoming/; a symlinked incoming/ or committed/",
+			"4  internal error"),
 		Example: `  gpuwarden checkpoint commit "$GPUWARDEN_CHECKPOINT_DIR/step-000120"
   gpuwarden checkpoint list --checkpoint-dir ./checkpoints`,
 	}

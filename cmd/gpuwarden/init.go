@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/config"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -56,7 +57,13 @@ default shown); flags set them without asking, and --non-interactive never asks.
 				_, err := a.stdout.Write(text)
 				return err
 			}
-			return writeNew(args[0], text, force)
+			if err := writeNew(args[0], text, force); err != nil {
+				return err
+			}
+			// Said on stderr, as preflight --fix says what it wrote: stdout
+			// stays for what a script reads.
+			fmt.Fprintf(a.stderr, "wrote %s: plan %s, every field commented; next: gpuwarden plan %s\n", args[0], s.Name, shellWord(args[0]))
+			return nil
 		},
 	}
 	fl := c.Flags()
@@ -68,7 +75,7 @@ default shown); flags set them without asking, and --non-interactive never asks.
 	fl.Float64Var(&s.IdleMinutes, "idle-minutes", s.IdleMinutes, "auto-shutdown after this many idle minutes (0 = none)")
 	fl.StringVar(&budget, "budget", s.BudgetLimit.String(), "monthly budget limit (0 = none)")
 	fl.StringVar((*string)(&s.Currency), "currency", string(s.Currency), "budget currency (ISO code)")
-	fl.StringVar(&countries, "countries", strings.Join(s.Countries, ","), "allowed countries, comma-separated ISO codes (empty = anywhere)")
+	fl.StringVar(&countries, "countries", strings.Join(s.Countries, ","), "allowed countries, comma-separated ISO codes or names (empty = anywhere)")
 	fl.BoolVar(&nonInteractive, "non-interactive", false, "never prompt, even on a terminal")
 	fl.BoolVar(&force, "force", false, "overwrite FILE if it exists")
 	return c
@@ -147,12 +154,11 @@ func applyStarterFlags(s *config.Starter, kind, prec, budget, countries string) 
 	}
 	s.BudgetLimit = m
 	s.Currency = gpuwarden.Currency(strings.ToUpper(string(s.Currency)))
-	s.Countries = nil
-	for _, c := range strings.Split(countries, ",") {
-		if c = strings.ToUpper(strings.TrimSpace(c)); c != "" {
-			s.Countries = append(s.Countries, c)
-		}
+	codes, err := catalog.CountryCodes(countries)
+	if err != nil {
+		return flagError("--countries", err)
 	}
+	s.Countries = codes
 	return nil
 }
 

@@ -56,7 +56,7 @@ func TestEveryJSONOutputNamesItsSchema(t *testing.T) {
 		{"gpuwarden token create", "token", []string{"token", "create", "--project", "ml", "--role", "viewer", "--db", db}},
 		{"gpuwarden token list", "tokens", []string{"token", "list", "--db", db}},
 		{"gpuwarden node gone", "node-gone", []string{"node", "gone", "n1", "--db", db}}, // n1 is seeded below
-		{"gpuwarden run", "run", []string{"run", "--data-dir", data, "--checkpoint-dir", filepath.Join(dir, "ck"), "--cloud", "none", "--", "true"}},
+		{"gpuwarden run", runJSONKind, []string{"run", "--data-dir", data, "--checkpoint-dir", filepath.Join(dir, "ck"), "--cloud", "none", "--", "true"}},
 		{"gpuwarden run --drill", "drill", []string{"run", "--drill", "--data-dir", data, "--checkpoint-dir", filepath.Join(dir, "ck2"),
 			"--cloud", "none", "--drill-timeout", "20s", "--", trainer, "--steps", "100000", "--every", "10", "--step-time", "5ms"}},
 		{"gpuwarden checkpoint list", "checkpoints", []string{"checkpoint", "list", "--checkpoint-dir", filepath.Join(dir, "ck2")}},

@@ -145,6 +145,11 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 		SilenceErrors: true,
 		Version:       versionString(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			// up, run and server have a --log-level of their own (see
+			// serviceLogLevel); cmd.Flags() holds theirs or this one.
+			if f := cmd.Flags().Lookup("log-level"); f != nil {
+				logLevel = f.Value.String()
+			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--log-level: %q is not a level", logLevel).WithHint("one of: debug, info, warn, error")
@@ -168,7 +173,7 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "%s", err).WithHint("see %s --help", c.CommandPath())
 	})
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error (logs go to stderr)")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", logLevelUsage+"; up, run and server default to info")
 	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
@@ -185,6 +190,17 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 		}
 	}
 	return root
+}
+
+// logLevelUsage is --log-level's help.
+const logLevelUsage = "log level: debug, info, warn, error (logs go to stderr)"
+
+// serviceLogLevel gives a command that runs on and reports as it works
+// (up, run, server) a --log-level of its own, default info, where a command
+// that answers once says only warnings. The flag shadows the root's, so
+// that the command's --help shows the default it really has.
+func serviceLogLevel(c *cobra.Command) {
+	c.Flags().String("log-level", "info", logLevelUsage)
 }
 
 // logAt returns a logger to stderr at a level name (debug, info, warn, error).

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,8 +51,57 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	ledgertest.StopPostgres() // the server the postgres cases shared, if one started
+	// A test leaves no process behind: whatever still runs one of the
+	// programs built here (or the README's copies of them) is named,
+	// killed, and fails the run.
+	if left := leftovers(10*time.Second, dir, readmeBinOnce.dir); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left %d processes running (killed now):\n  %s\n", len(left), strings.Join(left, "\n  "))
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// leftovers waits up to grace for the processes running a program from one
+// of dirs to end (a test's cleanup may have signalled them a moment ago),
+// then kills those still there and describes them: PID, state, command.
+func leftovers(grace time.Duration, dirs ...string) []string {
+	find := func() map[int]string {
+		found := map[int]string{}
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+			if err != nil { // gone, or a zombie: nothing runs
+				continue
+			}
+			for _, d := range dirs {
+				if d != "" && strings.HasPrefix(exe, d+string(filepath.Separator)) {
+					cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+					found[pid] = strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+				}
+			}
+		}
+		return found
+	}
+	deadline := time.Now().Add(grace)
+	left := find()
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		left = find()
+	}
+	var out []string
+	for pid, cmdline := range left {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		out = append(out, fmt.Sprintf("pid %d: %s", pid, cmdline))
+	}
+	sort.Strings(out)
+	return out
 }
 
 type result struct {
@@ -396,6 +448,11 @@ func TestEveryCommandHasAnExampleAndItsOwnExitCodes(t *testing.T) {
 			path := sub.CommandPath()
 			if sub.Example == "" && sub.Parent().Example == "" {
 				t.Errorf("%s --help has no example", path)
+			}
+			// A command with subcommands lists its codes too: `bench
+			// --help` is where a script's author looks first.
+			if !sub.Runnable() && !strings.Contains(sub.Long, "Exit codes:") {
+				t.Errorf("%s --help lists no exit codes", path)
 			}
 			if sub.Runnable() {
 				help := sub.Long

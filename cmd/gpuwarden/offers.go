@@ -29,8 +29,8 @@ func (a *app) offersCommand() *cobra.Command {
 price came from and when it was read. Filters combine; --max-price compares the
 cheaper of on-demand and spot, in the offer's own currency.
 
-` + exitCodes("0  listed, also when no offer matches a known GPU, provider or region",
-			"2  bad input or usage: a flag, an unknown GPU, provider or region, a missing or malformed price file",
+` + exitCodes("0  listed, also when no offer matches a known GPU, provider, region or country",
+			"2  bad input or usage: a flag, an unknown GPU, provider, region or country, a missing or malformed price file",
 			"4  internal error"),
 		Example: `  gpuwarden offers --gpu H100 --max-price 3
   gpuwarden offers --min-vram 80 --country DE,FR -o json
@@ -49,6 +49,15 @@ cheaper of on-demand and spot, in the offer's own currency.
 			}
 			if f.MinVRAMGB < 0 {
 				return gpuwarden.Errorf(gpuwarden.EInvalid, "--min-vram: must be 0 or more, got %g", f.MinVRAMGB)
+			}
+			if f.Country != "" {
+				// A name ("germany") is read as its code; a word that is
+				// no country is an error, not a filter matching nothing.
+				codes, err := catalog.CountryCodes(f.Country)
+				if err != nil {
+					return flagError("--country", err)
+				}
+				f.Country = strings.Join(codes, ",")
 			}
 			defer pricingGC()()
 			cat, err := cats.load(a.now())
@@ -75,7 +84,7 @@ cheaper of on-demand and spot, in the offer's own currency.
 	c.Flags().Float64Var(&f.MinVRAMGB, "min-vram", 0, "least VRAM per box in `GB`")
 	c.Flags().StringVar(&f.Provider, "provider", "", "provider name (aws, gcp, lambda, …)")
 	c.Flags().StringVar(&f.Region, "region", "", "provider region")
-	c.Flags().StringVar(&f.Country, "country", "", "ISO country codes, comma-separated (DE,FR)")
+	c.Flags().StringVar(&f.Country, "country", "", "countries, comma-separated: ISO codes or names (DE,FR or Germany,France)")
 	c.Flags().StringVar(&maxPrice, "max-price", "", "highest hourly `PRICE` in the offer's currency")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or csv")
 	return c
@@ -169,7 +178,7 @@ func offersTable(w io.Writer, offers []gpuwarden.Offer) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d offers\n", len(offers))
+	_, err := fmt.Fprintf(w, "%d %s\n", len(offers), plural(len(offers), "offer", "offers"))
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -401,7 +402,7 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 	}
 	rows = append(rows, []string{"  total", "", total})
 	if c.PerResult != nil {
-		rows = append(rows, []string{"  per result", trimFloat(c.PerResult.Results) + " a month",
+		rows = append(rows, []string{"  per result", resultCount(c.PerResult.Results) + " × " + c.PerResult.Unit + " a month",
 			v.Currency.FormatRate(fourPlaces(c.PerResult.Amount), c.PerResult.Unit)})
 	}
 	rightAlign(rows, 2)
@@ -575,6 +576,21 @@ func (v planView) markdown(w io.Writer, limit int) error {
 }
 
 func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// resultCount writes a month's count of results with its thousands
+// grouped, to two decimals when it is not whole: 21,900 or 1,234.5.
+func resultCount(n float64) string {
+	cents := math.Round(n * 100)
+	if math.IsNaN(cents) || math.Abs(cents) > 1e17 {
+		return trimFloat(n)
+	}
+	c := int64(cents)
+	s := gpuwarden.GroupDigits(c / 100)
+	if f := c % 100; f != 0 {
+		s += strings.TrimRight(fmt.Sprintf(".%02d", max(f, -f)), "0")
+	}
+	return s
+}
 
 // asOf says when a price was read, or that nobody said: an empty date
 // after "as of" reads as a cut-off line.

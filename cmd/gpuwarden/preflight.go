@@ -16,6 +16,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/burnin"
 	"github.com/gpuwarden/gpuwarden/config"
+	"github.com/gpuwarden/gpuwarden/internal/udiff"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/plan"
 	"github.com/gpuwarden/gpuwarden/preflight"
@@ -54,8 +55,10 @@ it saw, and the command or plan-file change that fixes it:
   drill          a resume drill passed within 30 days (training only)
   agent          gpuwarden up runs here
 
---fix shows the plan-file edits that fix items and, after --yes or a yes
-at the prompt, writes them (comments and layout kept). --questions PROVIDER
+--fix shows the plan-file edits that fix items and the unified diff of the
+plan file they make, then, after --yes (the diff still shown) or a yes at the
+prompt, writes it. A fix adds or edits only the field it names: comments,
+layout and every command you wrote stay as they are. --questions PROVIDER
 prints the contract questions for a provider as markdown for a ticket.
 
 ` + exitCodes("0  every item passed (warnings allowed unless --strict)", "1  an item failed; with --strict a warning fails too",
@@ -336,10 +339,20 @@ func (a *app) applyFixes(path string, items []preflight.Item, yes bool) error {
 	if err != nil {
 		return err
 	}
+	out, err := config.ApplyEdits(src, edits)
+	if err != nil {
+		return err
+	}
+	if _, err := config.Parse(path, out); err != nil {
+		return fmt.Errorf("the fixed plan does not load, so it was not written: %w", err)
+	}
 	fmt.Fprintf(a.stderr, "\nEdits to %s:\n", path)
 	for _, l := range lines {
 		fmt.Fprintf(a.stderr, "  %s\n", l)
 	}
+	// The file as it will be, line for line, before anything is written:
+	// also with --yes, so that a log shows what changed.
+	fmt.Fprintf(a.stderr, "\n%s", udiff.Unified(path, path+" (fixed)", src, out))
 	if !yes {
 		if !isTerminal(a.stdin) {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "not applying the edits without --yes: no terminal to ask")
@@ -351,13 +364,6 @@ func (a *app) applyFixes(path string, items []preflight.Item, yes bool) error {
 			fmt.Fprintln(a.stderr, "left unchanged")
 			return nil
 		}
-	}
-	out, err := config.ApplyEdits(src, edits)
-	if err != nil {
-		return err
-	}
-	if _, err := config.Parse(path, out); err != nil {
-		return fmt.Errorf("the fixed plan does not load, so it was not written: %w", err)
 	}
 	if err := config.WriteFileAtomic(path, out); err != nil {
 		return err

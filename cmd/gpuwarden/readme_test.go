@@ -52,6 +52,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -82,6 +83,52 @@ const readmeNow = "2026-11-29"
 
 // readmeNobody is the user the session drops to when the test runs as root.
 const readmeNobody = 65534
+
+// readmePorts are the ports the README's commands use: the agent's
+// dashboard (up's default --listen, status's --addr, preflight's --agent),
+// the fleet server (server's default --addr) and the metadata mock. The
+// test runs each on a free port of its own: readmeLocal rewrites them in
+// the commands it runs, the gpuwarden on the session's PATH gives the
+// commands that default to them their free port (README_AGENT,
+// README_SERVER), and display writes the README's back into what the
+// commands print before it is compared.
+var readmePorts = []string{"7070", "8080", "1338"}
+
+// readmePortMap maps each README port to this run's free one.
+var readmePortMap map[string]string
+
+// readmePortWord finds a README port as a word of a command.
+var readmePortWord = regexp.MustCompile(`\b(7070|8080|1338)\b`)
+
+// readmeLocal rewrites the README's ports in a command to this run's.
+func readmeLocal(s string) string {
+	return readmePortWord.ReplaceAllStringFunc(s, func(p string) string {
+		if local, ok := readmePortMap[p]; ok {
+			return local
+		}
+		return p
+	})
+}
+
+// readmeFreePort is a port nothing listens on now, that the kernel will
+// not hand to an outgoing connection (below the ephemeral range).
+func readmeFreePort(t *testing.T) string {
+	t.Helper()
+	for range 1000 {
+		p := strconv.Itoa(20000 + rand.IntN(12000))
+		if slices.Contains(readmePorts, p) || slices.Contains(slices.Collect(maps.Values(readmePortMap)), p) {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+p)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
+	t.Fatal("no free port for the README's commands")
+	return ""
+}
 
 // readmeStep is what one command of a block needs from the runner.
 type readmeStep struct {
@@ -276,15 +323,12 @@ func TestReadmeBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The README's agent, server and metadata mock listen where a new user's
-	// would: those ports must be free, or its commands would talk to
-	// someone else's.
-	for _, addr := range []string{"127.0.0.1:7070", "127.0.0.1:8080", "127.0.0.1:1338"} {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("the README's commands listen on %s, which is taken on this machine: %v", addr, err)
-		}
-		l.Close()
+	// The README's agent, server and metadata mock listen on ports that
+	// may be taken on this machine (another test, another user's agent):
+	// its commands run on free ports instead (see readmeLocal).
+	readmePortMap = map[string]string{}
+	for _, p := range readmePorts {
+		readmePortMap[p] = readmeFreePort(t)
 	}
 	blocks := parseReadme(string(readme))
 	units := readmeUnits(t, blocks)
@@ -444,7 +488,7 @@ func readmeBinDir(t *testing.T) string {
 			return
 		}
 		readmeBinOnce.dir = dir
-		wrapper := "#!/bin/sh\ncase \"$1\" in\nplan|offers|preflight) exec " + readmeQuote(binary) + " --now " + readmeNow + " \"$@\" ;;\nesac\nexec " + readmeQuote(binary) + " \"$@\"\n"
+		wrapper := readmeWrapper(binary)
 		for _, f := range []struct{ path, body string }{{"gpuwarden", wrapper}} {
 			if err := os.WriteFile(filepath.Join(dir, f.path), []byte(f.body), 0o755); err != nil {
 				readmeBinOnce.err = err
@@ -474,6 +518,27 @@ func readmeBinDir(t *testing.T) string {
 		t.Fatal(readmeBinOnce.err)
 	}
 	return readmeBinOnce.dir
+}
+
+// readmeWrapper is the gpuwarden on the session's PATH: it runs the
+// catalog commands as of readmeNow (see the file comment), and gives a
+// command whose address defaults to a README port (up's --listen, status's
+// --addr and preflight's --agent: the agent's; server's --addr) the free one
+// of $README_AGENT or $README_SERVER, unless the command names its own.
+func readmeWrapper(bin string) string {
+	return `#!/bin/sh
+has() { f=$1; shift; for a in "$@"; do case "$a" in "$f"|"$f"=*) return 0 ;; esac; done; return 1; }
+case "$1" in
+up) [ -z "$README_AGENT" ] || has --listen "$@" || set -- "$@" --listen "$README_AGENT" ;;
+status) [ -z "$README_AGENT" ] || has --addr "$@" || set -- "$@" --addr "$README_AGENT" ;;
+preflight) [ -z "$README_AGENT" ] || has --agent "$@" || set -- "$@" --agent "$README_AGENT" ;;
+server) [ -z "$README_SERVER" ] || has --addr "$@" || set -- "$@" --addr "$README_SERVER" ;;
+esac
+case "$1" in
+plan|offers|preflight) exec ` + readmeQuote(bin) + ` --now ` + readmeNow + ` "$@" ;;
+esac
+exec ` + readmeQuote(bin) + ` "$@"
+`
 }
 
 func readmeCopy(from, to string) error {
@@ -589,6 +654,9 @@ func (u *readmeUnit) start(t *testing.T, bin string) {
 		"XDG_CONFIG_HOME=" + filepath.Join(u.home, ".config"),
 		"TMPDIR=" + filepath.Join(u.dir, "tmp"),
 		"USER=ana", "LOGNAME=ana", "TZ=UTC", "LC_ALL=C.UTF-8", "TERM=dumb",
+		// For the PATH's gpuwarden (readmeBinDir): the free ports of the
+		// commands that default to the README's.
+		"README_AGENT=127.0.0.1:" + readmePortMap["7070"], "README_SERVER=127.0.0.1:" + readmePortMap["8080"],
 	}
 	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
@@ -660,7 +728,7 @@ func (u *readmeUnit) exec(t *testing.T, c readmeCommand, step readmeStep) string
 	if step.before != nil {
 		step.before(t, u)
 	}
-	text := c.text
+	text := readmeLocal(c.text)
 	if step.shell != "" {
 		text = strings.ReplaceAll(step.shell, "{bin}", readmeQuote(readmeBinOnce.dir))
 	}
@@ -747,7 +815,7 @@ func readmeWaitUntil(t *testing.T, within time.Duration, what string, ok func() 
 func waitMetrics(line string) func(*testing.T, *readmeUnit) {
 	return func(t *testing.T, _ *readmeUnit) {
 		readmeWaitUntil(t, 2*time.Minute, "the agent's /metrics to show "+line, func() bool {
-			res, err := http.Get("http://127.0.0.1:7070/metrics")
+			res, err := http.Get(readmeLocal("http://127.0.0.1:7070/metrics"))
 			if err != nil {
 				return false
 			}
@@ -761,6 +829,7 @@ func waitMetrics(line string) func(*testing.T, *readmeUnit) {
 // waitListening waits until something accepts connections on addr.
 func waitListening(addr string) func(*testing.T, *readmeUnit) {
 	return func(t *testing.T, _ *readmeUnit) {
+		addr := readmeLocal(addr)
 		readmeWaitUntil(t, time.Minute, addr+" to listen", func() bool {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
@@ -849,9 +918,12 @@ func (u *readmeUnit) runBlock(t *testing.T, b readmeBlock) {
 	}
 }
 
-// display writes the unit's folder and host as the README shows them.
+// display writes the unit's folder, host and ports as the README shows them.
 func (u *readmeUnit) display(s string) string {
 	s = strings.ReplaceAll(s, u.dir, readmeDir)
+	for readme, local := range readmePortMap {
+		s = regexp.MustCompile(`:`+local+`\b`).ReplaceAllString(s, ":"+readme)
+	}
 	if host, err := os.Hostname(); err == nil && host != "" && host != readmeHost {
 		s = regexp.MustCompile(`\b`+regexp.QuoteMeta(host)+`\b`).ReplaceAllString(s, readmeHost)
 	}

@@ -48,11 +48,11 @@ type runFlags struct {
 	output          string
 }
 
-// The exit codes of `gpuwarden run` beyond the common ones; 74 and 75 are
-// sysexits' EX_IOERR and EX_TEMPFAIL, which launchers and schedulers know.
+// The exit codes of `gpuwarden run` beyond the common ones (see
+// gpuwarden.RunExitCode).
 const (
-	exitNotDurable = 74
-	exitPreempted  = 75
+	exitNotDurable = gpuwarden.RunExitNotDurable
+	exitPreempted  = gpuwarden.RunExitPreempted
 )
 
 const runExitCodes = `Exit codes:
@@ -124,12 +124,10 @@ its state FAILs.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if !cmd.Flags().Changed("log-level") {
-				a.log = a.logAt("info")
-			}
 			return a.runJob(cmd, &f, argv)
 		},
 	}
+	serviceLogLevel(c)
 	fl := c.Flags()
 	fl.StringVar(&f.checkpointDir, "checkpoint-dir", "checkpoints", "where the job's checkpoints live (incoming/ and committed/)")
 	fl.StringVar(&f.sync, "sync", "", "durable copy of committed checkpoints: a `TARGET` directory or s3://bucket/prefix")
@@ -239,7 +237,7 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	a.priceRework(&report, p, planPath)
 	a.recordReport(ctx, f.dataDir, report, log)
 	if f.output == "json" {
-		err = writeJSON(a.stdout, "run", report)
+		err = writeJSON(a.stdout, runJSONKind, report)
 	} else {
 		err = runReportTable(a.stdout, report, a.now())
 	}
@@ -249,21 +247,17 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	return runExit(report)
 }
 
-// runExit maps the run's result to its documented exit code.
+// runJSONKind names run -o json's schema: v2 since the job's exit code and
+// class became job_exit_code and job_class, and exit_code gpuwarden's own.
+const runJSONKind = "run/v2"
+
+// runExit is the run's documented exit code (gpuwarden.RunReport.RunExitCode),
+// the one its -o json reports as exit_code.
 func runExit(r gpuwarden.RunReport) error {
-	switch r.Result {
-	case gpuwarden.ResultOK:
-		return nil
-	case gpuwarden.ResultNotDurable:
-		return &exitError{code: exitNotDurable}
-	case gpuwarden.ResultPreempted, gpuwarden.ResultStopped:
-		return &exitError{code: exitPreempted}
+	if code := r.RunExitCode(); code != 0 {
+		return &exitError{code: code}
 	}
-	code := r.ExitCode
-	if code < 1 || code > 255 {
-		code = 1
-	}
-	return &exitError{code: code}
+	return nil
 }
 
 // approveAzure makes the supervisor acknowledge Azure events once their

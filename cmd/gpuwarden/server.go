@@ -94,12 +94,10 @@ command line.
       --tls-cert /etc/gpuwarden/tls.crt --tls-key /etc/gpuwarden/tls.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("log-level") {
-				a.log = a.logAt("info")
-			}
 			return a.runServer(cmd, &f)
 		},
 	}
+	serviceLogLevel(c)
 	fl := c.Flags()
 	fl.StringVar(&f.db, "db", "", "`DB`: sqlite:PATH or postgres://… (default $GPUWARDEN_DB, else sqlite:DATA_DIR/server.db)")
 	fl.StringVar(&f.addr, "addr", gwhttp.DefaultFleetAddr, "`ADDR` to listen on")

@@ -515,34 +515,12 @@ func TestTokenCreateBootstrap(t *testing.T) {
 // terminal (util-linux script): a person at it sees the token once, beside
 // the file's name. Skipped where script is missing.
 func TestServerShowsTokenOnATerminal(t *testing.T) {
-	script, err := exec.LookPath("script")
-	if err != nil {
-		t.Skip("no script(1) to run the server on a terminal")
-	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	line := fmt.Sprintf("exec %q server --addr 127.0.0.1:0 --db %q --data-dir %q", binary, "sqlite:"+filepath.Join(dir, "server.db"), data)
-	cmd := exec.Command(script, "-qfec", line, "/dev/null")
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), "fleet server up") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no server on the terminal within 20s:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p := startOnTerminal(t, dir, "server", "--addr", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(dir, "server.db"), "--data-dir", data)
+	p.waitFor(t, "fleet server up", 20*time.Second)
 	token := strings.TrimSpace(readFile(t, filepath.Join(data, "admin.token")))
-	if got := out.String(); strings.Count(got, token) != 1 || !strings.Contains(got, filepath.Join(data, "admin.token")) {
+	if got := p.out.String(); strings.Count(got, token) != 1 || !strings.Contains(got, filepath.Join(data, "admin.token")) {
 		t.Errorf("terminal shows the token %d times, want once beside the file's name:\n%s", strings.Count(got, token), got)
 	}
 }

@@ -34,6 +34,7 @@ import (
 // defaults the flags do not override.
 type upFlags struct {
 	dataDir, listen, simulate string
+	hostname                  string
 	interval                  time.Duration
 	idleWindow, warnBefore    time.Duration
 	idleThreshold             float64
@@ -121,14 +122,13 @@ NVIDIA driver it runs on the CPU path and says so.
       --label owner=ana,provider=aws,region=eu-west-1,ttl=72h`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("log-level") {
-				a.log = a.logAt("info")
-			}
 			return a.runUp(cmd, &f, args)
 		},
 	}
+	serviceLogLevel(c)
 	fl := c.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "where the ledger and the socket live")
+	fl.StringVar(&f.hostname, "hostname", "", "the box's `NAME` in logs, alerts, /metrics and the fleet (default: the host name; a pod's is the pod, give the node's)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "`ADDR` of the dashboard, /api/v1 and /metrics (empty: none)")
 	fl.StringVar(&f.simulate, "simulate", "", "use simulated GPUs: `SPEC` such as 2xH100, 1xH100,load=80,mig=2 or 1xH100,fault=nvml-hang:10s")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time between samples")
@@ -330,6 +330,15 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	return nil
 }
 
+// checkHostname holds --hostname to what a host name, a label value and a
+// log field can all carry.
+func checkHostname(name string) error {
+	if len(name) > 253 || strings.TrimSpace(name) != name || strings.IndexFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--hostname %q: use at most 253 printable characters, no leading or trailing space", name)
+	}
+	return nil
+}
+
 // loadPlanIfAny reads the plan named, or gpuwarden.yaml when it exists.
 func loadPlanIfAny(args []string) (*gpuwarden.Plan, string, error) {
 	path := "gpuwarden.yaml"
@@ -344,6 +353,12 @@ func loadPlanIfAny(args []string) (*gpuwarden.Plan, string, error) {
 
 func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent.Config, error) {
 	host, _ := os.Hostname()
+	if f.hostname != "" {
+		if err := checkHostname(f.hostname); err != nil {
+			return agent.Config{}, err
+		}
+		host = f.hostname
+	}
 	cfg := agent.Config{Node: host, Interval: f.interval, DryRun: f.dryRun,
 		Idle: agent.IdleConfig{Window: f.idleWindow, ThresholdPercent: f.idleThreshold, WarnBefore: f.warnBefore,
 			Off: f.noIdleStop, IgnoreSessions: f.ignoreSessions, BusyProcesses: f.busyProcesses, URL: f.idleURL}}

@@ -297,36 +297,11 @@ func TestUpRelaysPreemption(t *testing.T) {
 // the box busy, and the dry-run stop shows as the README shows it (issue
 // #32 item 7).
 func TestReadmeDemoInATerminal(t *testing.T) {
-	script, err := exec.LookPath("script")
-	if err != nil {
-		t.Skip("no script(1) here to give the agent a terminal")
-	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	line := binary + " up --simulate 2xH100 --idle-window 3s --dry-run --listen 127.0.0.1:0 --data-dir " + filepath.Join(dir, "data")
-	cmd := exec.CommandContext(ctx, script, "-qec", line, "/dev/null")
-	cmd.Dir = dir
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		seen = append(seen, sc.Text())
-		if strings.Contains(sc.Text(), "dry run: would stop the box") {
-			break
-		}
-	}
-	cancel()
-	_ = cmd.Wait()
-	text := strings.Join(seen, "\n")
+	p := startOnTerminal(t, dir, "up", "--simulate", "2xH100", "--idle-window", "3s", "--dry-run", "--listen", "127.0.0.1:0",
+		"--data-dir", filepath.Join(dir, "data"))
+	p.waitFor(t, "dry run: would stop the box", 20*time.Second)
+	text := p.out.String()
 	for _, want := range []string{`msg="the box is idle"`, "has been idle since", "stopping with os-shutdown", "dry run: would stop the box"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("in a terminal the demo does not show %q:\n%s", want, text)

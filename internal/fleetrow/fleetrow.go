@@ -319,8 +319,12 @@ func (h NodeHolder) stopped() bool {
 // same instance with a new boot ID is the box after a reboot.
 func CheckRegister(n gpuwarden.Node, h NodeHolder, holderValid bool) error {
 	if h.Project != n.Project {
-		return gpuwarden.Errorf(gpuwarden.EConflict, "register node %s: it belongs to another project", n.ID).
-			WithHint("node IDs are unique across the fleet; register the box with its own project's token")
+		// Node IDs are fleet-wide, so the ID must be refused; the answer
+		// says only that it is taken, never whose it is or what box holds
+		// it, and every read or write by ID answers another project's
+		// node as one nobody holds (404).
+		return gpuwarden.Errorf(gpuwarden.EConflict, "register node %s: the ID is taken", n.ID).
+			WithHint("node IDs are unique across the fleet: give this box one of its own with gpuwarden up --node-id ID")
 	}
 	sameToken := h.TokenID == n.TokenID
 	if !sameToken && holderValid {

@@ -108,3 +108,24 @@ func PosOr(n ast.Node, def Pos) Pos {
 	}
 	return def
 }
+
+// SyntaxPos is where a syntax error the library reports at tk is: tk's
+// own position, except for a plain scalar that runs on over more lines
+// into a ": ". The library reports such an error ("mapping value is not
+// allowed in this context") at the scalar's first line, where nothing is
+// wrong: a key indented too far ("  kind: inference\n   params_b: 7") is
+// read as more words of the value above it. The error is the key on the
+// line of the ":", so that line, at the key's first character, is shown.
+func SyntaxPos(tk *token.Token) Pos {
+	p := TokenPos(tk)
+	if tk == nil || tk.Next == nil || tk.Next.Type != token.MappingValueType || tk.Next.Position == nil ||
+		p.Line < 1 || tk.Next.Position.Line <= p.Line {
+		return p
+	}
+	i := strings.LastIndexByte(tk.Origin, '\n')
+	if i < 0 {
+		return p
+	}
+	last := tk.Origin[i+1:]
+	return Pos{Line: tk.Next.Position.Line, Col: len(last) - len(strings.TrimLeft(last, " \t")) + 1}
+}

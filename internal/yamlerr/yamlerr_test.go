@@ -1,7 +1,11 @@
 package yamlerr
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -41,5 +45,34 @@ func TestOneLine(t *testing.T) {
 		if got := OneLine(tt.in); got != tt.want {
 			t.Errorf("OneLine(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestSyntaxPosIsTheLineOfTheMistake: a key indented one space too far is
+// read as more words of the value above it, and the library reports the
+// error on that value's line, one line early. SyntaxPos names the key's.
+func TestSyntaxPosIsTheLineOfTheMistake(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      Pos
+	}{
+		{"key indented too far", "name: x\nworkload:\n  kind: inference\n   params_b: 7\nwork_hours: 3\n", Pos{4, 4}},
+		{"two lines on", "a: b c\n  d e\n  f: g\n", Pos{3, 3}},
+		{"nested", "a:\n  b: c\n    d: e\n", Pos{3, 5}},
+		{"one line", "work_hours: 3 3: 4\n", Pos{1, 13}},
+		{"tab", "a: 1\n\tb: 2\n", Pos{2, 1}},
+		{"unclosed quote", "a: \"x\nb: 2\n", Pos{1, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parser.ParseBytes([]byte(tt.src), 0)
+			var ye yaml.Error
+			if !errors.As(err, &ye) {
+				t.Fatalf("parse %q: %v, want a syntax error", tt.src, err)
+			}
+			if got := SyntaxPos(ye.GetToken()); got != tt.want {
+				t.Errorf("SyntaxPos = %d:%d, want %d:%d (%s)", got.Line, got.Col, tt.want.Line, tt.want.Col, ye.GetMessage())
+			}
+		})
 	}
 }
