@@ -315,6 +315,20 @@ type AgentStatus struct {
 	// Stop is the idle stop: its method, whether it ends the bill here and
 	// was proven, and once it ran, what the provider answered.
 	Stop *StopReport `json:"stop,omitempty"`
+	// NoticeSource is the cloud metadata service the agent polls for
+	// notices and whether its last poll answered; nil when none is polled.
+	NoticeSource *NoticeSourceState `json:"notice_source,omitempty"`
+}
+
+// NoticeSourceState says whether the cloud's notices are heard: a source
+// that does not answer leaves the box unprotected, so /metrics shows it as
+// gpuwarden_notice_source_up.
+type NoticeSourceState struct {
+	Cloud string `json:"cloud"`
+	// Up is true when the last poll read everything.
+	Up bool `json:"up"`
+	// Since is when Up last changed.
+	Since time.Time `json:"since"`
 }
 
 // TelemetryState is whether the GPUs answer: after a few failed samples in

@@ -61,8 +61,10 @@ type LaunchRule struct {
 	// ExitCode, when set, must also match.
 	ExitCode *int   `yaml:"exit_code,omitempty" json:"exit_code,omitempty"`
 	Class    string `yaml:"class" json:"class"`
-	// Scope is what the failure rules out: zone, region or provider
-	// (default: region for quota, zone for capacity).
+	// Scope is what a capacity, quota or auth failure rules out: zone,
+	// region or provider (default: region for quota, zone for capacity, the
+	// whole launch for auth; an auth failure scoped to a region, as AWS's
+	// AuthFailure for a region not enabled, rules out that region only).
 	Scope string `yaml:"scope,omitempty" json:"scope,omitempty"`
 	// Why is said to the user when the rule matches.
 	Why string `yaml:"why,omitempty" json:"why,omitempty"`

@@ -231,7 +231,8 @@ func (a *Agent) Tick(ctx context.Context) {
 	diag := Diagnose(window, a.gpus != nil)
 
 	events, err := a.ledger.Events(ctx, 10)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		// A read cut short by the agent's own stop is no fault to report.
 		a.log.Warn("read events", "err", err)
 	}
 	a.mu.Lock()
@@ -452,6 +453,15 @@ func (a *Agent) OnNotice(ctx context.Context, n gpuwarden.Notice) {
 	}
 	a.mu.Unlock()
 	a.alert(ctx, noticeEvent(n))
+}
+
+// SetNoticeSource records whether the cloud's notice source answers, for
+// the status and gpuwarden_notice_source_up; preempt.Health calls it on
+// every change.
+func (a *Agent) SetNoticeSource(cloud string, up bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.status.NoticeSource = &gpuwarden.NoticeSourceState{Cloud: cloud, Up: up, Since: a.Now().UTC()}
 }
 
 // noticeEvent words the alert for a notice: a box that goes away or is

@@ -949,7 +949,7 @@ var knownMetrics = []string{
 	// agent
 	"gpuwarden_gpu_utilization_ratio", "gpuwarden_idle", "gpuwarden_idle_seconds",
 	"gpuwarden_cost_total", "gpuwarden_cost_forecast", "gpuwarden_budget_limit",
-	"gpuwarden_cost_hourly_rate", "gpuwarden_diagnosis", "gpuwarden_notices_total",
+	"gpuwarden_cost_hourly_rate", "gpuwarden_diagnosis", "gpuwarden_notices_total", "gpuwarden_notice_source_up",
 	"gpuwarden_node_info", "gpuwarden_gpu_xid_errors_total", "gpuwarden_gpu_ecc_errors_total",
 	"gpuwarden_gpu_row_remap_pending", "gpuwarden_gpu_row_remap_failed", "gpuwarden_gpu_pcie_replays_total",
 	// fleet server
@@ -1153,6 +1153,7 @@ func TestPrometheusRules(t *testing.T) {
 		{"GPUWardenOrphanedNodes", "warning", "1h", []string{"gpuwarden_fleet_orphan)", "by (node,", "> 0"}},
 		{"GPUWardenNodesLost", "critical", "", []string{`gpuwarden_fleet_node_info{state="lost"}`, "by (node,"}},
 		{"GPUWardenAgentDown", "warning", "", []string{"up{", "== 0"}},
+		{"GPUWardenNoticeSourceDown", "warning", "5m", []string{"gpuwarden_notice_source_up == 0"}},
 	}
 	for _, tt := range tests {
 		t.Run("promised/"+tt.alert, func(t *testing.T) {

@@ -104,6 +104,8 @@ var (
 		"1 for the current verdict on why the GPUs sleep, 0 for the others.", "verdict")
 	descNotices = newDesc("gpuwarden_notices_total",
 		"Cloud preemption and maintenance notices the agent has received.")
+	descNoticeSourceUp = newDesc("gpuwarden_notice_source_up",
+		"1 when the cloud metadata service the agent polls for preemption and maintenance notices answered the last poll, 0 when it did not (the notices are not heard); absent when no cloud is polled.", "cloud")
 	descStart = newDesc("gpuwarden_agent_start_time_seconds",
 		"When the agent started, in seconds since the Unix epoch.")
 	descInfo = newDesc("gpuwarden_agent_info",
@@ -119,7 +121,7 @@ var allDescs = []*prometheus.Desc{
 	descIdle, descIdleSeconds, descIdleTotal, descIdleWindow,
 	descStopProven, descStopEndsBilling, descStopProofTime,
 	descCostTotal, descCostForecast, descBudgetLimit, descHourlyRate,
-	descDiagnosis, descNotices, descStart, descInfo,
+	descDiagnosis, descNotices, descNoticeSourceUp, descStart, descInfo,
 }
 
 // statusCollector reads the agent's status on every scrape and builds const
@@ -242,6 +244,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	counter(descNotices, float64(len(st.Notices)))
+	if ns := st.NoticeSource; ns != nil {
+		gauge(descNoticeSourceUp, boolFloat(ns.Up), ns.Cloud)
+	}
 	if !st.Started.IsZero() {
 		gauge(descStart, float64(st.Started.UnixNano())/1e9)
 	}

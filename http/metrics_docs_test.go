@@ -42,6 +42,8 @@ func TestMetricsDocumented(t *testing.T) {
 	// An idle stop, proven.
 	st.Stop = &gpuwarden.StopReport{Method: gpuwarden.StopAzureDeallocate, StopsBilling: true,
 		Proof: &gpuwarden.StopProof{Method: gpuwarden.StopAzureDeallocate, Proven: true, At: fixtureNow}}
+	// A cloud notice source the agent polls.
+	st.NoticeSource = &gpuwarden.NoticeSourceState{Cloud: "azure", Up: true}
 	// A GPU the kubelet allocated to a container.
 	st.GPUs[0].Pods = []gpuwarden.PodRef{{Namespace: "ml", Pod: "train-0", Container: "trainer"}}
 	// A MIG instance, read in full.

@@ -37,7 +37,8 @@ func TestCleanup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 0)
 			var out bytes.Buffer
-			n, err := Cleanup(context.Background(), attempts(t), tc.includeLaunched, e.rec, &out, []string{"GW_MARKER=" + e.marker})
+			n, err := Cleanup(context.Background(), attempts(t), e.rec, CleanupOptions{IncludeLaunched: tc.includeLaunched, Out: &out,
+				Env: []string{"GW_MARKER=" + e.marker}, Tries: 1})
 			if n != tc.wantN {
 				t.Errorf("cleaned %d, want %d", n, tc.wantN)
 			}
@@ -72,13 +73,13 @@ func TestCleanup(t *testing.T) {
 		e := newEnv(t, 0)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		n, err := Cleanup(ctx, attempts(t)[:1], false, e.rec, nil, nil)
+		n, err := Cleanup(ctx, attempts(t)[:1], e.rec, CleanupOptions{})
 		if n != 0 || err == nil || !strings.Contains(err.Error(), "not tried") {
 			t.Errorf("Cleanup = %d, %v", n, err)
 		}
 	})
 	t.Run("nothing to do", func(t *testing.T) {
-		n, err := Cleanup(context.Background(), nil, true, nil, nil, nil)
+		n, err := Cleanup(context.Background(), nil, nil, CleanupOptions{IncludeLaunched: true})
 		if n != 0 || err != nil {
 			t.Errorf("Cleanup = %d, %v", n, err)
 		}
@@ -128,5 +129,58 @@ func TestFold(t *testing.T) {
 	got := Fold([]gpuwarden.LaunchAttempt{{ID: "L-1", Start: at(0)}, {ID: "L-1", Start: at(0), Outcome: "failed", Cleaned: at(100)}})
 	if len(got) != 1 || !got[0].Cleaned.Equal(at(100)) {
 		t.Errorf("Fold = %+v", got)
+	}
+}
+
+// TestCleanupRetries: a stop that fails is tried again after a doubling
+// pause, and the attempt is cleaned only once a try says the box is gone;
+// one that keeps failing stays uncleaned for the next cleanup (issue 28
+// item 5).
+func TestCleanupRetries(t *testing.T) {
+	tests := []struct {
+		name      string
+		tries     int
+		wantN     int
+		wantRan   []string
+		wantSlept []time.Duration
+		wantErr   bool
+	}{
+		{"third try works", 3, 1, []string{"flaky-stop 1", "flaky-stop 2", "flaky-stop 3"}, []time.Duration{time.Second, 2 * time.Second}, false},
+		{"gives up after two", 2, 0, []string{"flaky-stop 1", "flaky-stop 2"}, []time.Duration{time.Second}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 0)
+			a := gpuwarden.LaunchAttempt{ID: "L-1", Name: "gw-1", Target: "a", Outcome: "", MayExist: true, StopCommand: script(t, "flaky-stop.sh")}
+			var out bytes.Buffer
+			n, err := Cleanup(context.Background(), []gpuwarden.LaunchAttempt{a}, e.rec, CleanupOptions{Out: &out,
+				Env: []string{"GW_MARKER=" + e.marker, "GW_STATE=" + e.dir + "/state"}, Tries: tc.tries, Backoff: time.Second,
+				Sleep: e.clock.Sleep, Now: e.clock.Now})
+			if n != tc.wantN || (err != nil) != tc.wantErr {
+				t.Fatalf("Cleanup = %d, %v; want %d, error %v\n%s", n, err, tc.wantN, tc.wantErr, out.String())
+			}
+			if got := e.ran(t); !equal(got, tc.wantRan) {
+				t.Errorf("ran %q, want %q", got, tc.wantRan)
+			}
+			if got := e.clock.Slept(); !equal(got, tc.wantSlept) {
+				t.Errorf("slept %v, want %v", got, tc.wantSlept)
+			}
+			recs := e.rec.Records()
+			if tc.wantErr {
+				if len(recs) != 0 {
+					t.Errorf("a failed stop was recorded as cleaned: %+v", recs)
+				}
+				if !strings.Contains(err.Error(), "gw-1: exit 254") || !strings.Contains(err.Error(), "(tried 2 times)") || !strings.Contains(err.Error(), "RequestLimitExceeded") {
+					t.Errorf("error %v does not say how it failed", err)
+				}
+				return
+			}
+			if len(recs) != 1 || recs[0].Cleaned.IsZero() {
+				t.Fatalf("records %+v, want one cleaned", recs)
+			}
+			if want := "gw-1  a: stopped (no instance named gw-1 is left)"; !strings.Contains(out.String(), want) {
+				t.Errorf("out lacks %q:\n%s", want, out.String())
+			}
+		})
 	}
 }

@@ -47,7 +47,11 @@
 // known, so that a crash leaves something to run. A stop command that can
 // find the box by its name ({{.Name}}, also $GPUWARDEN_NAME) works in both
 // cases; {{if .InstanceID}} … {{else}} … {{end}} prefers the ID once it is
-// known. An ID read from output is used only if it is a plain word.
+// known. An ID read from output is used only if it is a plain word. The
+// built-in stops (templates.go) do both, and exit 0 only once a describe
+// or list shows the box gone, since Cleanup takes exit 0 to mean exactly
+// that; Cleanup tries a failing stop again, and what still fails stays
+// uncleaned for the next cleanup.
 //
 // # Values are data
 //

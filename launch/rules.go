@@ -71,6 +71,7 @@ func Classify(rules []gpuwarden.LaunchRule, provider string, exitCode int, outpu
 // classify is Classify that also returns the text the pattern matched, which
 // the attempt's line shows as the provider's own word for the failure.
 func classify(rules []gpuwarden.LaunchRule, provider string, exitCode int, output string) (gpuwarden.LaunchRule, string, bool) {
+	joined := "" // output unwrapped, made when a rule first needs it
 	for _, r := range rules {
 		if r.Provider != "" && !strings.EqualFold(r.Provider, provider) {
 			continue
@@ -87,8 +88,22 @@ func classify(rules []gpuwarden.LaunchRule, provider string, exitCode int, outpu
 		if loc := re.FindStringIndex(output); loc != nil {
 			return r, clip(output[loc[0]:loc[1]], 80), true
 		}
+		if joined == "" {
+			joined = unwrap(output)
+		}
+		if loc := re.FindStringIndex(joined); loc != nil {
+			return r, clip(joined[loc[0]:loc[1]], 80), true
+		}
 	}
 	return gpuwarden.LaunchRule{}, "", false
+}
+
+// unwrap joins a CLI's folded lines back into one: gcloud folds long
+// messages at about 80 columns with an indent ("is currently\n
+// unavailable in the us-central1-a zone"), which no pattern written from
+// the documented message would match.
+func unwrap(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // The compiled patterns, kept because every failed attempt is matched
@@ -146,8 +161,8 @@ func ValidateRule(r gpuwarden.LaunchRule) error {
 		if !contains(knownScopes, r.Scope) {
 			return fieldError("scope", fmt.Sprintf("%q is not one of %s", r.Scope, strings.Join(knownScopes, ", ")))
 		}
-		if r.Class != gpuwarden.FailCapacity && r.Class != gpuwarden.FailQuota {
-			return fieldError("scope", "only capacity and quota failures rule anything out")
+		if r.Class != gpuwarden.FailCapacity && r.Class != gpuwarden.FailQuota && r.Class != gpuwarden.FailAuth {
+			return fieldError("scope", "only capacity, quota and auth failures rule anything out")
 		}
 	}
 	if r.ExitCode != nil && *r.ExitCode == 0 {

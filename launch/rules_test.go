@@ -31,7 +31,10 @@ var samples = []sample{
 	{"aws", 254, "An error occurred (MaxSpotInstanceCountExceeded) when calling the RunInstances operation: Max spot instance count exceeded", "quota", ""},
 	{"aws", 254, "An error occurred (PendingVerification) when calling the RunInstances operation: Your request for accessing resources in this region is being validated, and you will not be able to launch additional resources in this region until the validation is complete.", "quota", ""},
 	{"aws", 254, "An error occurred (UnauthorizedOperation) when calling the RunInstances operation: You are not authorized to perform this operation. Encoded authorization failure message: 4Nq2b0", "auth", ""},
-	{"aws", 254, "An error occurred (AuthFailure) when calling the RunInstances operation: AWS was not able to validate the provided access credentials", "auth", ""},
+	{"aws", 254, "An error occurred (AuthFailure) when calling the RunInstances operation: AWS was not able to validate the provided access credentials", "auth", "region"},
+	{"aws", 254, "An error occurred (InvalidClientTokenId) when calling the RunInstances operation: The security token included in the request is invalid.", "auth", ""},
+	{"aws", 252, "usage: aws [options] <command> <subcommand> [<subcommand> ...] [parameters]\nTo see help text, you can run:\n\n  aws help\n\naws: error: the following arguments are required: --image-id", "config", ""},
+	{"aws", 254, "An error occurred (OptInRequired) when calling the RunInstances operation: In order to use this AWS Marketplace product you need to accept terms and subscribe.", "config", ""},
 	{"aws", 253, "Unable to locate credentials. You can configure credentials by running \"aws configure\".", "auth", ""},
 	{"aws", 254, "An error occurred (ExpiredToken) when calling the RunInstances operation: The security token included in the request is expired", "auth", ""},
 	{"aws", 255, "Error when retrieving token from sso: Token has expired and refresh failed", "auth", ""},
@@ -52,7 +55,11 @@ var samples = []sample{
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) You do not currently have an active account selected.\nPlease run:\n\n  $ gcloud auth login\n\nto obtain new credentials.", "auth", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) There was a problem refreshing your current auth tokens: ('invalid_grant: Bad Request', {'error': 'invalid_grant', 'error_description': 'Bad Request'})", "auth", ""},
 	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Required 'compute.instances.create' permission for 'projects/acme-train/zones/us-central1-a/instances/gw-0123abcd-1'", "auth", ""},
-	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Invalid value for field 'resource.machineType': 'zones/us-central1-a/machineTypes/a3-highgpu-9g'. Machine type with name 'a3-highgpu-9g' does not exist in zone 'us-central1-a'.", "config", ""},
+	// A machine type the zone does not carry is plan A's usual failure:
+	// capacity for the zone (issue 28 item 3), also when gcloud folds it.
+	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Invalid value for field 'resource.machineType': 'zones/us-central1-a/machineTypes/a3-highgpu-8g'. Machine type with name 'a3-highgpu-8g' does not exist in zone 'us-central1-a'.", "capacity", "zone"},
+	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n---\ncode: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS\nmessage: A a3-highgpu-8g VM instance with 8 nvidia-h100-80gb accelerator(s) is\n  currently unavailable in the us-central1-a zone.", "capacity", "zone"},
+	{"gcp", 1, "ERROR: (gcloud.compute.instances.create) Could not fetch resource:\n - Invalid value for field 'resource.name': 'GW_0123'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'", "config", ""},
 
 	// Azure, as az prints them.
 	{"azure", 1, "(SkuNotAvailable) The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions: Standard_ND96isr_H100_v5' is currently not available in location 'eastus'. Please try another size or deploy to a different location or zones.", "capacity", "zone"},
@@ -203,7 +210,7 @@ func TestValidateRule(t *testing.T) {
 		{"no class", gpuwarden.LaunchRule{Pattern: "x"}, "class"},
 		{"unknown class", gpuwarden.LaunchRule{Pattern: "x", Class: "capacty"}, "class"},
 		{"unknown scope", gpuwarden.LaunchRule{Pattern: "x", Class: "quota", Scope: "continent"}, "scope"},
-		{"scope on auth", gpuwarden.LaunchRule{Pattern: "x", Class: "auth", Scope: "region"}, "scope"},
+		{"scope on config", gpuwarden.LaunchRule{Pattern: "x", Class: "config", Scope: "region"}, "scope"},
 		{"exit code 0", gpuwarden.LaunchRule{Pattern: "x", Class: "quota", ExitCode: &zero}, "exit_code"},
 		{"bad why", gpuwarden.LaunchRule{Pattern: "x", Class: "quota", Why: "{{.Regoin}}"}, "why"},
 	}

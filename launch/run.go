@@ -441,12 +441,12 @@ func (r *runner) try(ctx context.Context, t gpuwarden.Target) (step, error) {
 	if err := r.record(ctx, a); err != nil {
 		return stepNext, err
 	}
-	switch rule.Class {
-	case gpuwarden.FailAuth:
+	switch {
+	case rule.Class == gpuwarden.FailAuth && rule.Scope == "":
 		fmt.Fprintln(r.opt.Out, r.line(a, a.Reason+" → stop"))
 		return stepNext, gpuwarden.Errorf(gpuwarden.EEnvironment, "target %s: %s", t.Name, strings.TrimPrefix(a.Reason, "auth: ")).
 			WithHint("fix the %s credentials the launch command uses on this machine, then launch again", t.Provider)
-	case gpuwarden.FailConfig:
+	case rule.Class == gpuwarden.FailConfig:
 		fmt.Fprintln(r.opt.Out, r.line(a, a.Reason+" → stop"))
 		return stepNext, gpuwarden.Errorf(gpuwarden.EInvalid, "target %s: %s", t.Name, strings.TrimPrefix(a.Reason, "config: ")).
 			WithHint("fix target %s's launch command or its parameters in the plan file; its output is in the ledger", t.Name)
@@ -631,6 +631,9 @@ func (r *runner) noneLaunched() error {
 			parts = append(parts, t.Name+": "+short)
 		}
 	}
+	if e := r.allAuth(); e != nil {
+		return e
+	}
 	msg := fmt.Sprintf("no target launched after %d attempts", len(r.attempts))
 	if mayExist > 0 {
 		msg += fmt.Sprintf("; %d may have left a box: gpuwarden launch --cleanup stops them", mayExist)
@@ -642,6 +645,36 @@ func (r *runner) noneLaunched() error {
 		e.Hint += fmt.Sprintf("; %d attempts may have left a box: run gpuwarden launch --cleanup", mayExist)
 	}
 	return e
+}
+
+// allAuth is the credentials error when every launch command that ran was
+// refused by a scoped auth rule (AWS's AuthFailure in a region the account
+// has not enabled): one such region is ruled out and the launch moves on,
+// but when every region answers so the credentials themselves are the
+// likelier cause, and that is an environment problem (exit 3), not a
+// finding.
+func (r *runner) allAuth() error {
+	var ran []gpuwarden.LaunchAttempt
+	for _, a := range r.attempts {
+		if a.Outcome == gpuwarden.AttemptSkipped {
+			continue
+		}
+		if a.Class != gpuwarden.FailAuth {
+			return nil
+		}
+		ran = append(ran, a)
+	}
+	if len(ran) == 0 {
+		return nil
+	}
+	places := make([]string, len(ran))
+	for i, a := range ran {
+		places[i] = a.Target + " (" + cmp.Or(a.Region, a.Provider) + ")"
+	}
+	last := ran[len(ran)-1]
+	fmt.Fprintf(r.opt.Out, "every target was refused the credentials: %s\n", strings.Join(places, ", "))
+	return gpuwarden.Errorf(gpuwarden.EEnvironment, "every target was refused the credentials: %s", strings.TrimPrefix(last.Reason, "auth: ")).
+		WithHint("check the %s credentials the launch commands use on this machine; if they work elsewhere, is the region enabled for your account?", last.Provider)
 }
 
 // stopped is the error for a launch that ended early: a finding when its

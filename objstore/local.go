@@ -32,6 +32,9 @@ type Local struct {
 	// Sent, when set, is called after each file is written to the store, so
 	// the CLI can show progress and tests can count what a sync really sent.
 	Sent func(file string, size int64)
+	// StatedRegion is --store-region: where the directory really is (a
+	// network mount in another country), "" for this box.
+	StatedRegion string
 }
 
 var _ gpuwarden.CheckpointStore = (*Local)(nil)
@@ -39,9 +42,10 @@ var _ gpuwarden.CheckpointStore = (*Local)(nil)
 // Where returns the store's directory, the form Open accepts back.
 func (l *Local) Where() string { return l.Dir }
 
-// Region returns "" because a directory's country cannot be known from here;
-// the residency check treats it as local to the box.
-func (l *Local) Region(ctx context.Context) (string, error) { return "", nil }
+// Region returns --store-region, else "" because a directory's country
+// cannot be known from here; the residency check treats "" as local to the
+// box.
+func (l *Local) Region(ctx context.Context) (string, error) { return l.StatedRegion, nil }
 
 // Push copies cp's files to DIR/NAME, skipping each file whose copy there
 // already has the same size and sha256, and writes the manifest last. It

@@ -16,7 +16,8 @@ import (
 // DefaultEndpoint is the S3 endpoint used when Options.Endpoint is empty.
 const DefaultEndpoint = "s3.amazonaws.com"
 
-// Options configures the S3 store; a local target ignores everything but Sent.
+// Options configures the stores: most fields are S3's; every store takes
+// Sent and StoreRegion.
 type Options struct {
 	// Endpoint is host[:port] of the S3-compatible service; an http:// or
 	// https:// prefix is accepted and sets Insecure accordingly.
@@ -42,6 +43,15 @@ type Options struct {
 	Transport http.RoundTripper
 	// PartSize is the multipart part size, DefaultPartSize when zero.
 	PartSize uint64
+	// UnsignedPayload sends S3 bodies as UNSIGNED-PAYLOAD instead of
+	// minio-go's aws-chunked streaming signature, which it uses over plain
+	// http and which some S3-compatible servers (s3rver) store undecoded.
+	UnsignedPayload bool
+	// StoreRegion states where the store is (--store-region): a region name
+	// or a country code. Region returns it instead of asking, because a
+	// self-hosted store reports no region (S3 reads that as us-east-1) and
+	// an Azure account's location is not visible to blob requests.
+	StoreRegion string
 	// Sent, when set, is called after each file a push writes to the store.
 	Sent func(file string, size int64)
 }
@@ -56,6 +66,8 @@ type Regional interface {
 var (
 	_ Regional = (*Local)(nil)
 	_ Regional = (*S3)(nil)
+	_ Regional = (*GCS)(nil)
+	_ Regional = (*Azure)(nil)
 )
 
 // RegionOf returns the region of store, or "" for a store that cannot tell.
@@ -67,12 +79,13 @@ func RegionOf(ctx context.Context, store gpuwarden.CheckpointStore) (string, err
 }
 
 // Open returns the store a target names: a local path or file:///path gives
-// a Local, s3://bucket/prefix an S3; it makes no request, so a wrong
+// a Local, s3://bucket/prefix an S3, gs://bucket/prefix a GCS and
+// az://account/container/prefix an Azure; it makes no request, so a wrong
 // credential shows up on first use.
 func Open(ctx context.Context, target string, opts Options) (gpuwarden.CheckpointStore, error) {
 	badTarget := func(format string, args ...any) error {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint target %q: %s", target, fmt.Sprintf(format, args...)).
-			WithHint("use a directory (/mnt/ckpt or file:///mnt/ckpt) or s3://bucket/prefix")
+			WithHint("use a directory (/mnt/ckpt or file:///mnt/ckpt), s3://bucket/prefix, gs://bucket/prefix or az://account/container/prefix")
 	}
 	if strings.TrimSpace(target) == "" {
 		return nil, badTarget("empty")
@@ -94,22 +107,28 @@ func Open(ctx context.Context, target string, opts Options) (gpuwarden.Checkpoin
 			return nil, badTarget("no path after file://")
 		}
 		return newLocal(u.Path, opts)
-	case "s3":
+	case "s3", "gs", "az":
 		if u.Host == "" {
-			return nil, badTarget("no bucket after s3://")
+			return nil, badTarget("no bucket after %s://", scheme)
 		}
-		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return nil, badTarget("only s3://bucket/prefix is understood")
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Port() != "" {
+			return nil, badTarget("only %s://%s/prefix is understood", scheme, map[string]string{"s3": "bucket", "gs": "bucket", "az": "account/container"}[strings.ToLower(scheme)])
 		}
 		prefix := strings.Trim(u.Path, "/")
 		if prefix != "" && (strings.Contains(prefix, "//") || hasDotSegment(prefix)) {
 			return nil, badTarget("prefix %q has empty or dot segments", prefix)
 		}
-		s, err := NewS3(u.Host, prefix, opts)
-		if err != nil {
-			return nil, err
+		switch strings.ToLower(scheme) {
+		case "gs":
+			return NewGCS(ctx, u.Host, prefix, opts)
+		case "az":
+			containerName, rest, _ := strings.Cut(prefix, "/")
+			if containerName == "" {
+				return nil, badTarget("no container after az://%s/", u.Host)
+			}
+			return NewAzure(u.Host, containerName, rest, opts)
 		}
-		return s, nil
+		return NewS3(u.Host, prefix, opts)
 	default:
 		return nil, badTarget("unknown scheme %s", scheme)
 	}
@@ -133,7 +152,7 @@ func newLocal(p string, opts Options) (*Local, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint target %s: %w", p, err)
 	}
-	return &Local{Dir: abs, Sent: opts.Sent}, nil
+	return &Local{Dir: abs, Sent: opts.Sent, StatedRegion: opts.StoreRegion}, nil
 }
 
 // NewS3 returns a store for bucket under prefix ("" for the bucket's root).
@@ -182,7 +201,9 @@ func NewS3(bucket, prefix string, opts Options) (*S3, error) {
 	if err := checkBucket(bucket); err != nil {
 		return nil, err
 	}
-	return &S3{Bucket: bucket, Prefix: prefix, PartSize: opts.PartSize, Sent: opts.Sent, client: client, locator: locator}, nil
+	return &S3{Bucket: bucket, Prefix: prefix, PartSize: opts.PartSize, Sent: opts.Sent,
+		UnsignedPayload: opts.UnsignedPayload, StatedRegion: opts.StoreRegion, secure: secure,
+		client: client, locator: locator}, nil
 }
 
 // checkBucket applies S3's bucket naming rules loosely (3–63 characters of

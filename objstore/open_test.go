@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,19 @@ func TestOpen(t *testing.T) {
 		{target: "S3://ckpt-bucket/p", where: "s3://ckpt-bucket/p", bucket: "ckpt-bucket", prefix: "p"},
 		{target: ""},
 		{target: "   "},
-		{target: "gs://bucket/prefix"},
+		{target: "gs://ckpt_bucket/runs/job-1/", where: "gs://ckpt_bucket/runs/job-1", bucket: "ckpt_bucket", prefix: "runs/job-1"},
+		{target: "GS://ckpt-bucket", where: "gs://ckpt-bucket", bucket: "ckpt-bucket"},
+		{target: "az://acct1/ckpts/runs/job-1", where: "az://acct1/ckpts/runs/job-1", bucket: "ckpts", prefix: "runs/job-1"},
+		{target: "az://acct1/ckpts", where: "az://acct1/ckpts", bucket: "ckpts"},
+		{target: "gs://Bad/prefix"},
+		{target: "gs://bucket:443/prefix"},
+		{target: "gs://bucket/a/../b"},
+		{target: "az://acct1"},
+		{target: "az://acct1/"},
+		{target: "az://Acct_1/ckpts/p"},
+		{target: "az://acct1/-ckpts/p"},
+		{target: "az://acct1/ckpts/a//b"},
+		{target: "wasbs://ckpts@acct1.blob.core.windows.net/p"},
 		{target: "https://bucket.s3.amazonaws.com/prefix"},
 		{target: "file://otherhost/mnt"},
 		{target: "file://"},
@@ -44,6 +57,11 @@ func TestOpen(t *testing.T) {
 		{target: "s3://bucket/p?versionId=1"},
 		{target: "s3://key:secret@bucket/p"},
 	}
+	// Neither client may look for real credentials here: the GCS one
+	// finds none on this box without its emulator, and the Azure one must
+	// not be told about an account it does not serve.
+	t.Setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:1")
+	t.Setenv(AzureConnectionStringEnv, "")
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {
 			store, err := Open(context.Background(), tt.target, Options{AccessKey: "k", SecretKey: "s"})
@@ -63,12 +81,20 @@ func TestOpen(t *testing.T) {
 				t.Errorf("Where = %q, want %q", got, tt.where)
 			}
 			if tt.bucket != "" {
-				s, ok := store.(*S3)
-				if !ok {
-					t.Fatalf("Open(%q) = %T, want *S3", tt.target, store)
+				var bucket, prefix string
+				switch s := store.(type) {
+				case *S3:
+					bucket, prefix = s.Bucket, s.Prefix
+				case *GCS:
+					bucket, prefix = s.Bucket, s.Prefix
+				case *Azure:
+					bucket, prefix = s.Container, s.Prefix
 				}
-				if s.Bucket != tt.bucket || s.Prefix != tt.prefix {
-					t.Errorf("bucket, prefix = %q, %q; want %q, %q", s.Bucket, s.Prefix, tt.bucket, tt.prefix)
+				if scheme, _, _ := strings.Cut(tt.where, "://"); !strings.HasPrefix(strings.ToLower(fmt.Sprintf("%T", store)), "*objstore.") || !strings.HasPrefix(store.Where(), scheme+"://") {
+					t.Fatalf("Open(%q) = %T, want a %s store", tt.target, store, scheme)
+				}
+				if bucket != tt.bucket || prefix != tt.prefix {
+					t.Errorf("bucket, prefix = %q, %q; want %q, %q", bucket, prefix, tt.bucket, tt.prefix)
 				}
 			} else if _, ok := store.(*Local); !ok {
 				t.Errorf("Open(%q) = %T, want *Local", tt.target, store)

@@ -48,7 +48,16 @@ type S3 struct {
 	// Sent, when set, is called after each file is uploaded, so the CLI can
 	// show progress and tests can count what a sync really sent.
 	Sent func(file string, size int64)
+	// UnsignedPayload sends bodies as UNSIGNED-PAYLOAD rather than in
+	// aws-chunked framing (see Options.UnsignedPayload).
+	UnsignedPayload bool
+	// StatedRegion is --store-region: when set, Region returns it without
+	// asking the server.
+	StatedRegion string
 
+	// secure is whether requests go over https; minio-go signs bodies in
+	// aws-chunked framing only over plain http.
+	secure bool
 	client *minio.Client
 	// locator has no region configured, because minio-go answers
 	// GetBucketLocation from the configured region without asking, and a
@@ -66,9 +75,13 @@ func (s *S3) Where() string {
 	return "s3://" + s.Bucket + "/" + s.Prefix
 }
 
-// Region asks the server where the bucket lives (GetBucketLocation), so the
-// CLI can refuse a target outside the plan's countries before any upload.
+// Region returns --store-region when given, else asks the server where the
+// bucket lives (GetBucketLocation), so the CLI can refuse a target outside
+// the plan's countries before any upload.
 func (s *S3) Region(ctx context.Context) (string, error) {
+	if s.StatedRegion != "" {
+		return s.StatedRegion, nil
+	}
 	loc, err := s.locator.GetBucketLocation(ctx, s.Bucket)
 	if err != nil {
 		return "", fmt.Errorf("locate %s: %w", s.Where(), s3Error(s.Bucket, err))
@@ -138,7 +151,7 @@ func (s *S3) push(ctx context.Context, cp gpuwarden.Checkpoint) error {
 	}
 	mkey := s.key(cp.Name, manifest.Name)
 	_, err = s.client.PutObject(ctx, s.Bucket, mkey, bytes.NewReader(data),
-		int64(len(data)), minio.PutObjectOptions{ContentType: "application/json"})
+		int64(len(data)), minio.PutObjectOptions{ContentType: "application/json", DisableContentSha256: s.UnsignedPayload})
 	if err != nil {
 		return fmt.Errorf("put manifest: %w", s3Error(s.Bucket, err))
 	}
@@ -193,6 +206,9 @@ func (s *S3) upload(ctx context.Context, key, src string, f gpuwarden.ManifestFi
 		UserMetadata: map[string]string{metaSHA256: f.SHA256},
 		ContentType:  "application/octet-stream",
 		PartSize:     s.partSizeFor(f.Size),
+		// minio-go sends UNSIGNED-PAYLOAD instead of aws-chunked framing
+		// when the body's sha256 is not to be signed.
+		DisableContentSha256: s.UnsignedPayload,
 	}
 	if f.Size == 0 {
 		// Over plain http minio-go signs the payload in aws-chunked form and,
@@ -243,11 +259,21 @@ func (s *S3) upload(ctx context.Context, key, src string, f gpuwarden.ManifestFi
 	}
 	if info.Size != f.Size || userMeta(info.UserMetadata, metaSHA256) != f.SHA256 {
 		s.remove(key)
-		return gpuwarden.Errorf(gpuwarden.EInternal, "%s stored as %d bytes, sent %d", key, info.Size, f.Size).
-			WithHint("the server kept a different object than was sent; retry the sync")
+		e := gpuwarden.Errorf(gpuwarden.EInternal, "%s stored as %d bytes, sent %d", key, info.Size, f.Size)
+		if info.Size > f.Size && s.chunkedFraming() {
+			// The excess is the aws-chunked framing (chunk sizes and
+			// signatures) the server kept as data; retrying sends the
+			// same framing again, so only another signing mode helps.
+			return e.WithHint("this server stored the signed chunk framing: use https, or --s3-unsigned-payload")
+		}
+		return e.WithHint("the server kept a different object than was sent; retry the sync")
 	}
 	return nil
 }
+
+// chunkedFraming reports whether uploads go out in aws-chunked framing:
+// minio-go uses it over plain http unless the payload is sent unsigned.
+func (s *S3) chunkedFraming() bool { return !s.secure && !s.UnsignedPayload }
 
 // remove deletes a bad upload on a best-effort basis; the error that made it
 // bad is the one worth reporting, and a leftover is re-sent next time since

@@ -48,6 +48,7 @@ func TestAzurePoll(t *testing.T) {
 		{
 			name: "documented example, started with blank NotBefore",
 			setup: func(f *preempttest.Azure) {
+				f.SetName("WestNO_0")
 				f.Respond(path, http.StatusOK, `{
     "DocumentIncarnation": 2,
     "Events": [
@@ -80,14 +81,21 @@ func TestAzurePoll(t *testing.T) {
 			wantErr: []string{"azure", path, "DocumentIncarnation"},
 		},
 		{
-			name: "bad NotBefore does not hide the good event",
+			name: "a NotBefore that does not parse is due now, beside the good event",
 			setup: func(f *preempttest.Azure) {
 				f.Respond(path, http.StatusOK, `{"DocumentIncarnation": 3, "Events": [
-					{"EventId": "bad", "EventType": "Reboot", "EventStatus": "Scheduled", "NotBefore": "2016-09-19T18:29:47Z"},
-					{"EventId": "ev-Preempt", "EventType": "Preempt", "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]}`)
+					{"EventId": "bad", "EventType": "Reboot", "Resources": ["fake-vm"], "EventStatus": "Scheduled", "NotBefore": "19/09/2016 18:29"},
+					{"EventId": "ev-Preempt", "EventType": "Preempt", "Resources": ["fake-vm"], "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]}`)
 			},
-			want:    want(gpuwarden.NoticePreemption, "Preempt"),
-			wantErr: []string{"azure", path, "NotBefore"},
+			want: append([]gpuwarden.Notice{{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: azureNow, Detail: "Reboot Scheduled", ID: "bad"}},
+				want(gpuwarden.NoticePreemption, "Preempt")...),
+		},
+		{
+			name: "instance document without a name",
+			setup: func(f *preempttest.Azure) {
+				f.Respond("/metadata/instance", http.StatusOK, `{"compute": {"vmId": "02aab8a4-74ef-476e-8182-f6d2ba4166a6"}}`)
+			},
+			wantErr: []string{"azure", "/metadata/instance", "compute.name"},
 		},
 		{
 			name: "event without EventId",
@@ -140,7 +148,7 @@ func TestAzureFakePreemptAndRemove(t *testing.T) {
 	}
 	f.Remove(id)
 	want := []gpuwarden.Notice{{Provider: "azure", Kind: gpuwarden.NoticePreemption, At: at, ID: id, Canceled: true,
-		Detail: "Preempt Scheduled: Virtual machine is being preempted. (no longer in Scheduled Events)"}}
+		Detail: "Preempt Scheduled: Virtual machine is being preempted. (canceled: Scheduled Events no longer lists it)"}}
 	got, err = src.Poll(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +171,7 @@ func TestAzureEventLife(t *testing.T) {
 	src.Now = func() time.Time { return now }
 	notBefore := azureNow.Add(10 * time.Minute)
 	reboot := func(status, nb string) string {
-		return `{"EventId": "r1", "EventType": "Reboot", "EventStatus": "` + status + `", "NotBefore": "` + nb + `", "Description": "Virtual machine is going to be restarted as requested by authorized user."}`
+		return `{"EventId": "r1", "EventType": "Reboot", "Resources": ["fake-vm"], "EventStatus": "` + status + `", "NotBefore": "` + nb + `", "Description": "Virtual machine is going to be restarted as requested by authorized user."}`
 	}
 	const detail = ": Virtual machine is going to be restarted as requested by authorized user."
 	scheduled := reboot("Scheduled", notBefore.Format(preempttest.AzureTimeLayout))
@@ -183,7 +191,7 @@ func TestAzureEventLife(t *testing.T) {
 		{"an entry without EventId hides what left", `{"EventType": "Freeze"}`, nil, true},
 		{"gone", "", []gpuwarden.Notice{
 			{Provider: "azure", Kind: gpuwarden.NoticeReboot, At: azureNow.Add(time.Second), Canceled: true,
-				Detail: "Reboot Started" + detail + " (no longer in Scheduled Events)", ID: "r1"}}, false},
+				Detail: "Reboot Started" + detail + " (done: Scheduled Events no longer lists it under way)", ID: "r1"}}, false},
 		{"gone stays quiet", "", nil, false},
 	}
 	for i, s := range steps {
@@ -198,8 +206,8 @@ func TestAzureEventLife(t *testing.T) {
 	}
 }
 
-// TestAzureApprove checks the request Approve sends, its errors, and that an
-// approved event leaving the list is not a cancellation.
+// TestAzureApprove checks the request Approve sends and its errors, against
+// a server that lists ev-1 for this VM and answers the POST with status.
 func TestAzureApprove(t *testing.T) {
 	type request struct {
 		method, query, metadata, contentType, body string
@@ -220,6 +228,14 @@ func TestAzureApprove(t *testing.T) {
 			var mu sync.Mutex
 			var got []request
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodGet && r.URL.Path == "/metadata/instance":
+					io.WriteString(w, `{"compute": {"name": "vm0"}}`)
+					return
+				case r.Method == http.MethodGet:
+					io.WriteString(w, `{"DocumentIncarnation": 1, "Events": [{"EventId": "ev-1", "EventType": "Reboot", "Resources": ["vm0"], "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"}]}`)
+					return
+				}
 				b, _ := io.ReadAll(r.Body)
 				mu.Lock()
 				got = append(got, request{r.Method, r.URL.RawQuery, r.Header.Get("Metadata"), r.Header.Get("Content-Type"), string(b)})
@@ -246,37 +262,6 @@ func TestAzureApprove(t *testing.T) {
 				t.Errorf("requests %+v, want one %+v", got, want)
 			}
 		})
-	}
-}
-
-func TestAzureApproveDropsTheEventWithoutCanceling(t *testing.T) {
-	f := preempttest.NewAzure()
-	defer f.Close()
-	src := preempt.NewAzure(nil, f.URL)
-	var _ preempt.Approver = src
-	reboot := f.Schedule(preempttest.AzureEvent{EventType: "Reboot", NotBefore: time.Now().Add(15 * time.Minute).UTC().Format(preempttest.AzureTimeLayout)})
-	freeze := f.Schedule(preempttest.AzureEvent{EventType: "Freeze", NotBefore: time.Now().Add(15 * time.Minute).UTC().Format(preempttest.AzureTimeLayout)})
-	ctx := testCtx(t)
-	if got, err := src.Poll(ctx); err != nil || len(got) != 2 {
-		t.Fatalf("first poll: %+v, %v; want both events", got, err)
-	}
-	if err := src.Approve(ctx, reboot); err != nil {
-		t.Fatalf("Approve: %v", err)
-	}
-	if got, want := f.Approved(), []string{reboot}; !slices.Equal(got, want) {
-		t.Errorf("fake approved %v, want %v", got, want)
-	}
-	f.Remove(freeze)
-	got, err := src.Poll(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The approved reboot went ahead as asked; only the freeze was withdrawn.
-	if len(got) != 1 || got[0].ID != freeze || !got[0].Canceled {
-		t.Errorf("after approving %s and withdrawing %s: %+v, want only %s canceled", reboot, freeze, got, freeze)
-	}
-	if n := f.Rejected(); n != 0 {
-		t.Errorf("fake refused %d requests", n)
 	}
 }
 
@@ -313,15 +298,16 @@ func TestAzureFakeStartRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantApproved, wantEvents := []string(nil), 1
+			// An approved event stays listed, Started, until it is done.
+			wantApproved, wantDetail := []string(nil), "Preempt Scheduled: Virtual machine is being preempted."
 			if tt.want == http.StatusOK {
-				wantApproved, wantEvents = []string{id}, 0
+				wantApproved, wantDetail = []string{id}, "Preempt Started: Virtual machine is being preempted."
 			}
 			if a := f.Approved(); !slices.Equal(a, wantApproved) {
 				t.Errorf("approved %v, want %v", a, wantApproved)
 			}
-			if len(got) != wantEvents {
-				t.Errorf("events listed after: %+v, want %d", got, wantEvents)
+			if len(got) != 1 || got[0].Detail != wantDetail {
+				t.Errorf("events listed after: %+v, want one %q", got, wantDetail)
 			}
 		})
 	}

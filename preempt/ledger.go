@@ -34,9 +34,6 @@ func (l *ledger) cancel(id, detail string) (gpuwarden.Notice, bool) {
 	return canceled(n, detail), true
 }
 
-// forget drops id without a cancellation.
-func (l *ledger) forget(id string) { delete(l.m, id) }
-
 // sweep cancels every reported ID that is not in present, in ID order so
 // that a poll's answer does not depend on map order; detail says why, after
 // what the notice said.

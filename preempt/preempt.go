@@ -18,6 +18,17 @@
 // Approver, and the CLI approves (POST StartRequests) an Azure event only
 // under --azure-approve and only after the job's checkpoint has committed,
 // because approval lets Azure evict, reboot or redeploy the VM at once.
+// Azure lists the events of every VM in an availability set or scale-set
+// placement group to all of them, so *Azure reports and approves only the
+// events whose Resources name this VM (compute.name, read once).
+//
+// How much warning a notice gives depends on the VM: GCP announces
+// TERMINATE_ON_HOST_MAINTENANCE an hour ahead on a VM with GPUs and 60 s
+// ahead on others, so *GCP reads the machine type and host maintenance
+// policy once. Health turns poll outcomes into log lines (a warning only
+// after a provider's documented warm-up, Azure's 2 minutes) and into
+// gpuwarden_notice_source_up. docs/clouds.md sums up what is read, when,
+// and the page each fact comes from.
 //
 // The formats follow the providers' own documentation:
 //   - AWS IMDSv2 token: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html
@@ -27,6 +38,8 @@
 //   - GCP metadata server, wait_for_change and ETags: https://cloud.google.com/compute/docs/metadata/querying-metadata
 //   - GCP instance/preempted: https://cloud.google.com/compute/docs/instances/create-use-preemptible
 //   - GCP instance/maintenance-event: https://cloud.google.com/compute/docs/metadata/getting-live-migration-notice
+//   - GCP GPU VMs' 1-hour notice: https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance
+//   - GCP machine-type, scheduling/on-host-maintenance: https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys
 //   - Azure Scheduled Events: https://learn.microsoft.com/azure/virtual-machines/linux/scheduled-events
 //
 // Fakes that serve these formats on loopback live in preempt/preempttest;
@@ -40,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -83,6 +97,18 @@ func DefaultEndpoints() Endpoints {
 type Source interface {
 	Provider() string
 	Poll(ctx context.Context) ([]gpuwarden.Notice, error)
+}
+
+// discardLogger is a source's logger until SetLogger gives it one.
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// SetLogger gives src the logger for what it reads but doubts (an Azure
+// NotBefore that does not parse is acted on as due now, and said so at
+// warning level); sources that doubt nothing ignore it.
+func SetLogger(src Source, log *slog.Logger) {
+	if s, ok := src.(interface{ setLogger(*slog.Logger) }); ok && log != nil {
+		s.setLogger(log)
+	}
 }
 
 // Approver is a Source whose cloud lets the instance acknowledge an event so

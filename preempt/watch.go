@@ -26,10 +26,11 @@ const MaxBackoff = 5 * time.Second
 //     cancellation of an ID never delivered has nothing to call off and is
 //     dropped.
 //
-// It logs nothing: onError, when given, receives each failed poll's error,
-// so the agent decides what a log line looks like. notify runs on Watch's
-// goroutine, so it should hand off and return.
-func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwarden.Notice), onError ...func(error)) {
+// It logs nothing: onPoll, when given, receives each poll's error, nil
+// after a poll that read everything, so the caller decides what a log line
+// looks like and whether the source is up (Health.Observe does both).
+// notify runs on Watch's goroutine, so it should hand off and return.
+func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwarden.Notice), onPoll ...func(error)) {
 	if every <= 0 {
 		every = time.Second
 	}
@@ -59,13 +60,13 @@ func Watch(ctx context.Context, s Source, every time.Duration, notify func(gpuwa
 		}
 		if err != nil {
 			failures++
-			for _, fn := range onError {
-				if fn != nil {
-					fn(err)
-				}
-			}
 		} else {
 			failures = 0
+		}
+		for _, fn := range onPoll {
+			if fn != nil {
+				fn(err)
+			}
 		}
 		timer.Reset(backoff(every, failures, MaxBackoff))
 	}

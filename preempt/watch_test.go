@@ -76,7 +76,11 @@ func TestWatchDeliversWithinTwoSeconds(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { got <- n },
-					func(error) { errs.Add(1) })
+					func(err error) {
+						if err != nil {
+							errs.Add(1)
+						}
+					})
 			})
 			defer func() { cancel(); wg.Wait() }()
 
@@ -204,8 +208,10 @@ func TestWatchKeepsGoingAfterErrors(t *testing.T) {
 	if len(got) != 2 || got[0] != "spot-1" || got[1] != "reboot-1" {
 		t.Errorf("delivered %v, want [spot-1 reboot-1], each once", got)
 	}
-	if len(gotErrs) != 3 || !errors.Is(gotErrs[0], boom) {
-		t.Errorf("errors %v, want the 3 failures", gotErrs)
+	// onPoll hears every poll that ran to its end: the 3 failures, then the
+	// success between them and the poll that delivered the reboot.
+	if len(gotErrs) != 4 || !errors.Is(gotErrs[0], boom) || !errors.Is(gotErrs[2], boom) || gotErrs[3] != nil {
+		t.Errorf("poll outcomes %v, want the 3 failures and one success", gotErrs)
 	}
 	// Failures back off: the gap after the third failure exceeds the first.
 	ts := src.pollTimes()

@@ -47,4 +47,43 @@ if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2 && apt-get install -y -qq python3-torch >/dev/null
 fi
+# gs:// and az:// checkpoint stores (objstore/cloudstores_test.go and the
+# run tests): fake-gcs-server, the GCS emulator, built like the Go peers
+# above; Azurite, Microsoft's storage emulator, from npm into the cache
+# (tests start its blob service with --disableTelemetry).
+FAKE_GCS_VERSION=v1.56.1
+AZURITE_VERSION=3.35.0
+install_go fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION"
+if [ ! -x "$cache/bin/azurite-blob" ] || [ "$(cat "$cache/bin/.azurite.version" 2>/dev/null)" != "$AZURITE_VERSION" ]; then
+  echo "== installing azurite $AZURITE_VERSION (cached in $cache/azurite)" >&2
+  npm install --silent --no-fund --no-audit -g --prefix "$cache/azurite" "azurite@$AZURITE_VERSION" >&2
+  ln -sf ../azurite/bin/azurite-blob "$cache/bin/azurite-blob"
+  echo "$AZURITE_VERSION" >"$cache/bin/.azurite.version"
+fi
+
+# launch's rules and stops (launch/capture_test.go, launch/moto_test.go and
+# cmd/gpuwarden's launch tests) run the real CLIs: aws v1 and moto come with
+# the image's Python (pyenv); Debian's awscli is v2 and installs /usr/bin/aws,
+# which the pyenv shim shadows on PATH, so both stay usable side by side
+# (`aws` is v1, /usr/bin/aws is v2; the tests tell them apart by --version).
+# az is Debian's azure-cli; gcloud is in the image.
+AWSCLI_V1_VERSION=1.45.11
+MOTO_VERSION=5.2.1
+AWSCLI_V2_DEB_VERSION=2.9.19-1
+AZURE_CLI_DEB_VERSION=2.45.0-1
+if ! /usr/bin/aws --version 2>/dev/null | grep -q '^aws-cli/2\.' || ! command -v az >/dev/null 2>&1; then
+  echo "== installing awscli $AWSCLI_V2_DEB_VERSION (v2) and azure-cli $AZURE_CLI_DEB_VERSION" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends \
+    "awscli=$AWSCLI_V2_DEB_VERSION" "azure-cli=$AZURE_CLI_DEB_VERSION" >/dev/null
+fi
+if ! python3 -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null ||
+  ! aws --version 2>&1 | grep -q "^aws-cli/$AWSCLI_V1_VERSION "; then
+  echo "== installing moto[server] $MOTO_VERSION and awscli $AWSCLI_V1_VERSION into the image's Python" >&2
+  python3 -m pip install --quiet "moto[server]==$MOTO_VERSION" "awscli==$AWSCLI_V1_VERSION" >&2
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
+fi
+command -v gcloud >/dev/null 2>&1 ||
+  echo "== gcloud is missing (the image should have it): launch's GCP tests fail under GPUWARDEN_PEER_TESTS=1" >&2
+
 echo "$cache/bin"

@@ -27,6 +27,8 @@ type launchFlags struct {
 	readyTimeout    time.Duration
 	cleanup, list   bool
 	includeLaunched bool
+	stopTries       int
+	stopBackoff     time.Duration
 	output          string
 	fleet           fleetFlags
 }
@@ -45,13 +47,19 @@ Azure, Lambda, RunPod and SkyPilot):
   capacity  none of these boxes there now: rule out the zone, try the next
   quota     the account may not have it there: rule out the region (or the
             provider), try the next
-  auth      credentials missing or refused: stop and say so (exit 3)
-  config    the command is wrong: stop and say so (exit 2)
+  auth      credentials missing or refused: stop and say so (exit 3); AWS's
+            AuthFailure (a region the account has not enabled) rules out
+            that region only, unless every region answers so
+  config    the command is wrong (a CLI usage error such as an unset $AMI,
+            a Marketplace image not subscribed to): stop and say so (exit 2)
   unknown   no rule matched: try the next; the attempt may have left a box
 
 Every attempt is recorded in the ledger (DATA_DIR/ledger.db) before its
 command runs, with the command that undoes it, so nothing half-launched goes
-unrecorded: --cleanup runs those stop commands. Provisioning time runs from
+unrecorded: --cleanup runs those stop commands, tries a failing one again
+(--stop-tries, --stop-backoff), and counts a box gone only when its stop
+command exits 0; the built-in stops find the box by the name launch gave it
+when no instance ID was read, and exit 0 only once a describe shows it gone. Provisioning time runs from
 the launch command until the target's ready command succeeds, or, with
 --server, until the new box's agent registers with the label
 launch_id=$GPUWARDEN_LAUNCH_ID; ` + "`gpuwarden report provisioning`" + ` sums it up.
@@ -80,6 +88,8 @@ launch_id=$GPUWARDEN_LAUNCH_ID; ` + "`gpuwarden report provisioning`" + ` sums i
 	fl.BoolVar(&f.list, "list", false, "list the recorded attempts instead of launching")
 	fl.BoolVar(&f.cleanup, "cleanup", false, "run the stop command of every recorded attempt that may have left a box")
 	fl.BoolVar(&f.includeLaunched, "include-launched", false, "with --cleanup, stop the launched boxes too")
+	fl.IntVar(&f.stopTries, "stop-tries", 3, "with --cleanup, run a failing stop command up to this many times")
+	fl.DurationVar(&f.stopBackoff, "stop-backoff", 10*time.Second, "with --cleanup, wait this long before trying a failed stop again (doubles)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	f.fleet.register(c)
 	return c
@@ -99,7 +109,8 @@ func (a *app) runLaunch(cmd *cobra.Command, f *launchFlags, args []string) error
 			return err
 		}
 		if f.cleanup {
-			n, err := launch.Cleanup(ctx, attempts, f.includeLaunched, rec, a.stdout, os.Environ())
+			n, err := launch.Cleanup(ctx, attempts, rec, launch.CleanupOptions{IncludeLaunched: f.includeLaunched,
+				Out: a.stdout, Env: os.Environ(), Tries: f.stopTries, Backoff: f.stopBackoff, Now: a.now})
 			if n == 1 {
 				fmt.Fprintln(a.stderr, "ran 1 stop command")
 			} else {

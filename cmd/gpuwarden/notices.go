@@ -78,6 +78,7 @@ func (f *cloudFlags) source(ctx context.Context, log *slog.Logger) preempt.Sourc
 		log.Warn("cloud metadata", "err", err)
 		return nil
 	}
+	preempt.SetLogger(src, log)
 	log.Info("watching for cloud notices", "cloud", src.Provider())
 	return src
 }

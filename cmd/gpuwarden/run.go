@@ -75,9 +75,13 @@ func (a *app) runCommand() *cobra.Command {
 own directory under $GPUWARDEN_CHECKPOINT_DIR and marks it complete (an empty
 .complete file, or gpuwarden checkpoint commit DIR); gpuwarden then hashes it
 into a manifest, commits it atomically, keeps the last --keep, and syncs it to
---sync (a directory or s3://bucket/prefix), where --keep applies too, counting
+--sync (a directory, s3://bucket/prefix, gs://bucket/prefix or
+az://account/container/prefix), where --keep applies too, counting
 only what it verified there — refusing a target outside the plan's allowed
-countries before any upload. On a restart, or on a fresh box after pulling the
+countries before any upload (--store-region states where a self-hosted store
+or an Azure account is). gs:// signs in with GOOGLE_APPLICATION_CREDENTIALS or
+the VM's service account; az:// with AZURE_STORAGE_CONNECTION_STRING or the VM's
+managed identity. On a restart, or on a fresh box after pulling the
 newest checkpoint that verifies from --sync, the job gets
 $GPUWARDEN_RESUME_FROM (and {resume} in COMMAND); a torn or corrupt checkpoint
 is never resumed. Everything run opens, renames or deletes stays beneath
@@ -113,6 +117,8 @@ its state FAILs.
 ` + runExitCodes,
 		Example: `  gpuwarden run --checkpoint-dir ./ckpt -- python train.py --resume {resume}
   gpuwarden run --sync s3://my-bucket/run-42 --plan gpuwarden.yaml -- ./train.sh
+  gpuwarden run --sync gs://my-bucket/run-42 -- ./train.sh
+  gpuwarden run --sync az://myaccount/ckpts/run-42 --store-region germanywestcentral -- ./train.sh
   gpuwarden run --drill --verify-state -- python examples/pytorch_resume.py
   # against AWS's metadata simulator (amazon-ec2-metadata-mock):
   gpuwarden run --cloud aws --aws-metadata http://127.0.0.1:1338 -- ./train.sh`,
@@ -130,7 +136,9 @@ its state FAILs.
 	serviceLogLevel(c)
 	fl := c.Flags()
 	fl.StringVar(&f.checkpointDir, "checkpoint-dir", "checkpoints", "where the job's checkpoints live (incoming/ and committed/)")
-	fl.StringVar(&f.sync, "sync", "", "durable copy of committed checkpoints: a `TARGET` directory or s3://bucket/prefix")
+	fl.StringVar(&f.sync, "sync", "", "durable copy of committed checkpoints: a `TARGET` directory, s3://bucket/prefix, gs://bucket/prefix or az://account/container/prefix")
+	fl.StringVar(&f.s3.StoreRegion, "store-region", "", "where the --sync store is, a `REGION` name or country code (DE): for a self-hosted store or an Azure account, whose location residency cannot ask")
+	fl.BoolVar(&f.s3.UnsignedPayload, "s3-unsigned-payload", false, "send S3 bodies unsigned instead of in aws-chunked framing, for servers that store that framing over plain http")
 	fl.StringVar(&f.s3.Endpoint, "s3-endpoint", "", "S3-compatible endpoint host:port (default AWS)")
 	fl.StringVar(&f.s3.Region, "s3-region", "", "S3 region")
 	fl.BoolVar(&f.s3.Insecure, "s3-insecure", false, "plain http to the S3 endpoint (a local MinIO)")
@@ -339,19 +347,32 @@ func (a *app) openStore(ctx context.Context, f *runFlags, p *gpuwarden.Plan) (gp
 	if region == "" {
 		return store, nil // a local directory: on this box
 	}
-	country := catalog.CountryOf("aws", region)
-	if country == "" {
-		country = catalog.CountryOf("gcp", region)
-	}
+	country := storeCountry(region)
 	if !slices.Contains(p.Residency.Countries, country) {
 		where := region
 		if country != "" {
 			where += " (" + country + ")"
 		}
 		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--sync %s is in %s, outside the plan's allowed countries (%s): nothing was uploaded",
-			store.Where(), where, strings.Join(p.Residency.Countries, ", ")).WithHint("use a bucket in an allowed region")
+			store.Where(), where, strings.Join(p.Residency.Countries, ", ")).WithHint("use a bucket in an allowed region; a self-hosted store states where it is with --store-region")
 	}
 	return store, nil
+}
+
+// storeCountry maps a store's region to its country: a country code stated
+// with --store-region is itself, else the region is looked up as AWS's,
+// Google's (bucket locations are regions, lower-cased) or Azure's; "" when
+// none knows it, which no residency allows.
+func storeCountry(region string) string {
+	if cc := strings.ToUpper(strings.TrimSpace(region)); len(cc) == 2 && strings.Trim(cc, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+		return cc
+	}
+	for _, provider := range []string{"aws", "gcp", "azure"} {
+		if c := catalog.CountryOf(provider, region); c != "" {
+			return c
+		}
+	}
+	return ""
 }
 
 // runNotices feeds notices to the supervisor: from the agent when one runs
@@ -400,7 +421,7 @@ func (a *app) runNotices(ctx context.Context, f *runFlags, s *supervise.Supervis
 		case ch <- n:
 		case <-ctx.Done():
 		}
-	}, func(err error) { log.Debug("poll", "err", err) })
+	}, preempt.NewHealth(src, log).Observe)
 	return ch, src.Provider()
 }
 

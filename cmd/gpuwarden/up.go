@@ -280,7 +280,6 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		return err
 	}
 	ag.SetStop(stopCfg)
-	go ag.WatchStop(ctx)
 	if replaced != nil {
 		ag.LedgerReplaced(ctx, *replaced)
 	}
@@ -323,6 +322,10 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	inForce := ag.Config()
 	log.Info("agent up", "node", inForce.Node, "gpus", gpus != nil, "simulated", f.simulate != "",
 		"idle_window", inForce.Idle.Window, "dry_run", inForce.DryRun, "data_dir", f.dataDir)
+	// The stop is proven beside Run, so that a slow provider API never
+	// delays the start; started after "agent up", its verdict always
+	// follows that line in the log.
+	go ag.WatchStop(ctx)
 	if err := ag.Run(ctx); err != nil {
 		return err
 	}
@@ -471,8 +474,11 @@ func (a *app) watchNotices(ctx context.Context, f *upFlags, ag *agent.Agent, log
 	if src == nil {
 		return
 	}
-	preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ag.OnNotice(ctx, n) },
-		func(err error) { log.Warn("poll cloud metadata", "err", err) })
+	// Health logs failures at warning level after the cloud's documented
+	// warm-up and feeds gpuwarden_notice_source_up.
+	health := preempt.NewHealth(src, log)
+	health.OnChange = func(up bool) { ag.SetNoticeSource(src.Provider(), up) }
+	preempt.Watch(ctx, src, time.Second, func(n gpuwarden.Notice) { ag.OnNotice(ctx, n) }, health.Observe)
 }
 
 // ledgerCheckPeriod is how often the agent checks that its ledger's file is

@@ -8,25 +8,62 @@ import (
 	"sync"
 )
 
+// GCPMachineTypePrefix is how instance/machine-type names the type:
+// projects/PROJECT_NUMBER/machineTypes/TYPE (Google's "Predefined metadata
+// keys" page).
+const GCPMachineTypePrefix = "projects/123456789012/machineTypes/"
+
 // GCP is a fake Compute Engine metadata server: it refuses (403) any request
 // without Metadata-Flavor: Google, and sets that header, an ETag and
-// Content-Type: application/text on every answer, as the real one does.
+// Content-Type: application/text on every answer, as the real one does. It
+// serves instance/preempted, instance/maintenance-event,
+// instance/machine-type and instance/scheduling/on-host-maintenance.
 type GCP struct {
 	*httptest.Server
 	raw overrides
 
-	mu          sync.Mutex
-	preempted   bool
-	maintenance string
-	forbidden   int
+	mu           sync.Mutex
+	preempted    bool
+	maintenance  string
+	machineType  string
+	onHostMaint  string
+	forbidden    int
+	machineReads int
 }
 
-// NewGCP starts the fake on 127.0.0.1 with preempted FALSE and
-// maintenance-event NONE; the caller closes it.
+// NewGCP starts the fake on 127.0.0.1 as an n1-standard-8 that migrates
+// (on-host-maintenance MIGRATE), with preempted FALSE and maintenance-event
+// NONE; the caller closes it.
 func NewGCP() *GCP {
-	f := &GCP{maintenance: "NONE"}
+	f := &GCP{maintenance: "NONE", machineType: "n1-standard-8", onHostMaint: "MIGRATE"}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
+}
+
+// GPUVM makes the fake an accelerator-optimized VM: machine type mt (such
+// as a3-highgpu-8g) with on-host-maintenance TERMINATE, the only policy a
+// VM with GPUs may have because GPUs cannot be live-migrated (Google's
+// "Handle GPU host maintenance events").
+func (f *GCP) GPUVM(mt string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.machineType, f.onHostMaint = mt, "TERMINATE"
+}
+
+// SetScheduling sets the machine type and on-host-maintenance (MIGRATE or
+// TERMINATE) as the metadata server reports them.
+func (f *GCP) SetScheduling(machineType, onHostMaintenance string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.machineType, f.onHostMaint = machineType, onHostMaintenance
+}
+
+// MachineTypeReads counts reads of instance/machine-type, so a test sees
+// that a source reads what never changes once.
+func (f *GCP) MachineTypeReads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.machineReads
 }
 
 // Preempt sets instance/preempted to TRUE.
@@ -101,6 +138,11 @@ func (f *GCP) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/computeMetadata/v1/instance/maintenance-event":
 		value = f.maintenance
+	case "/computeMetadata/v1/instance/machine-type":
+		f.machineReads++
+		value = GCPMachineTypePrefix + f.machineType
+	case "/computeMetadata/v1/instance/scheduling/on-host-maintenance":
+		value = f.onHostMaint
 	case "/computeMetadata/v1/instance/id":
 		value = "4520031799277581759"
 	default:
