@@ -1,5 +1,13 @@
 package gpuwarden
 
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
 // Plan is the plan file, gpuwarden.yaml: the portable description of a rental
 // that a team keeps beside its code. config.Load fills the defaults and
 // validates it; every other package reads it as given.
@@ -8,8 +16,14 @@ type Plan struct {
 	Workload Workload `yaml:"workload" json:"workload"`
 	// HoursPerMonth is the length of a billing month in hours (default 730).
 	HoursPerMonth float64 `yaml:"hours_per_month,omitempty" json:"hours_per_month"`
-	// WorkHours is the hours of real work per month: the GPU busy on the job.
-	WorkHours     float64       `yaml:"work_hours" json:"work_hours"`
+	// WorkHours is the hours of real work per month: the GPU busy on the
+	// job, on whatever card. With an amount of work (Workload.HasAmount)
+	// plan works out each box's hours instead; for an inference load it is
+	// the hours the load is served (default: the whole month).
+	WorkHours float64 `yaml:"work_hours,omitempty" json:"work_hours"`
+	// Deadline rules out boxes that cannot finish the work in time: a
+	// duration such as 72h, 10d or 2w (ParseDeadline).
+	Deadline      string        `yaml:"deadline,omitempty" json:"deadline,omitempty"`
 	OnHours       OnHours       `yaml:"on_hours,omitempty" json:"on_hours"`
 	Data          Data          `yaml:"data,omitempty" json:"data"`
 	Interruptions Interruptions `yaml:"interruptions,omitempty" json:"interruptions"`
@@ -64,8 +78,9 @@ type Data struct {
 	StorageKind               string  `yaml:"storage_kind,omitempty" json:"storage_kind"`
 	CheckpointGB              float64 `yaml:"checkpoint_gb,omitempty" json:"checkpoint_gb,omitempty"`
 	CheckpointIntervalMinutes float64 `yaml:"checkpoint_interval_minutes,omitempty" json:"checkpoint_interval_minutes,omitempty"`
-	// CheckpointStore is where `run` pushes checkpoints: s3://bucket/prefix
-	// (?region= names the bucket's region) or a directory.
+	// CheckpointStore is where `run` pushes checkpoints: s3://bucket/prefix,
+	// gs://bucket/prefix, az://account/container/prefix (?region= names the
+	// bucket's or account's region) or a directory.
 	CheckpointStore string `yaml:"checkpoint_store,omitempty" json:"checkpoint_store,omitempty"`
 }
 
@@ -142,4 +157,25 @@ type Box struct {
 	Instance   string `yaml:"instance,omitempty" json:"instance,omitempty"`
 	// Billing is on-demand (default) or spot.
 	Billing string `yaml:"billing,omitempty" json:"billing,omitempty"`
+}
+
+// ParseDeadline reads a deadline written as Go's durations (72h, 90m) or in
+// whole days and weeks (10d, 2w), and returns its hours.
+func ParseDeadline(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if n := len(s); n > 1 && (s[n-1] == 'd' || s[n-1] == 'w') {
+		v, err := strconv.ParseFloat(s[:n-1], 64)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("deadline %q: want a positive number of days or weeks such as 10d or 2w", s)
+		}
+		if s[n-1] == 'w' {
+			v *= 7
+		}
+		return v * 24, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("deadline %q: want a duration such as 72h, 10d or 2w", s)
+	}
+	return d.Hours(), nil
 }

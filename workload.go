@@ -99,6 +99,63 @@ type Workload struct {
 	VRAMGB float64 `yaml:"vram_gb,omitempty" json:"vram_gb,omitempty"`
 	// Throughput, when given, prices one result (an epoch, 1,000 requests).
 	Throughput *Throughput `yaml:"throughput,omitempty" json:"throughput,omitempty"`
+
+	// The work as an amount (docs/sizing.md): plan then prices the hours
+	// each box needs to finish it, not a fixed number of hours.
+
+	// TokensB is the training tokens in billions.
+	TokensB float64 `yaml:"tokens_b,omitempty" json:"tokens_b,omitempty"`
+	// Epochs over DatasetTokensB (billions of tokens per epoch).
+	Epochs         float64 `yaml:"epochs,omitempty" json:"epochs,omitempty"`
+	DatasetTokensB float64 `yaml:"dataset_tokens_b,omitempty" json:"dataset_tokens_b,omitempty"`
+	// Samples × TokensPerSample is the training tokens, for datasets
+	// counted in examples (TokensPerSample is the mean, padding included).
+	Samples         float64 `yaml:"samples,omitempty" json:"samples,omitempty"`
+	TokensPerSample float64 `yaml:"tokens_per_sample,omitempty" json:"tokens_per_sample,omitempty"`
+	// RequestsPerSecond with PromptTokens and OutputTokens per request is
+	// an inference load; TokensPerSecond (generated) is one without a
+	// request shape.
+	RequestsPerSecond float64 `yaml:"requests_per_second,omitempty" json:"requests_per_second,omitempty"`
+	PromptTokens      float64 `yaml:"prompt_tokens,omitempty" json:"prompt_tokens,omitempty"`
+	OutputTokens      float64 `yaml:"output_tokens,omitempty" json:"output_tokens,omitempty"`
+	TokensPerSecond   float64 `yaml:"tokens_per_second,omitempty" json:"tokens_per_second,omitempty"`
+	// P95LatencySeconds caps a request's time, prefill plus decode; the
+	// batch is cut until a card meets it.
+	P95LatencySeconds float64 `yaml:"p95_latency_s,omitempty" json:"p95_latency_s,omitempty"`
+	// Frames × SecondsPerFrame on the card ReferenceGPU is a render job.
+	Frames          float64 `yaml:"frames,omitempty" json:"frames,omitempty"`
+	SecondsPerFrame float64 `yaml:"seconds_per_frame,omitempty" json:"seconds_per_frame,omitempty"`
+	ReferenceGPU    string  `yaml:"reference_gpu,omitempty" json:"reference_gpu,omitempty"`
+	// MFU overrides the model FLOPs utilisation default (DefaultMFU).
+	MFU float64 `yaml:"mfu,omitempty" json:"mfu,omitempty"`
+}
+
+// TrainingTokens is the training amount in tokens: tokens_b, epochs ×
+// dataset_tokens_b, or samples × tokens_per_sample; 0 when none is given.
+func (w *Workload) TrainingTokens() float64 {
+	switch {
+	case w.TokensB > 0:
+		return w.TokensB * 1e9
+	case w.Epochs > 0 && w.DatasetTokensB > 0:
+		return w.Epochs * w.DatasetTokensB * 1e9
+	case w.Samples > 0 && w.TokensPerSample > 0:
+		return w.Samples * w.TokensPerSample
+	}
+	return 0
+}
+
+// HasAmount reports whether the work is stated as an amount that plan can
+// turn into hours per card; without one, work_hours holds on every card.
+func (w *Workload) HasAmount() bool {
+	switch {
+	case w.Kind.Trains():
+		return w.TrainingTokens() > 0
+	case w.Kind == KindInference:
+		return w.RequestsPerSecond > 0 || w.TokensPerSecond > 0
+	case w.Kind == KindRender:
+		return w.Frames > 0 && w.SecondsPerFrame > 0
+	}
+	return false
 }
 
 // Throughput is how many results one box produces per working hour.

@@ -48,7 +48,7 @@ var anchors = map[string]Expectation{
 // datasheet bandwidth and 0.86 of the datasheet FP32 (what a plain copy
 // and FMA kernel reach on the cards that were measured).
 func Expectations() (map[string]Expectation, error) {
-	cat, err := catalog.Embedded()
+	cat, err := catalog.EmbeddedTables()
 	if err != nil {
 		return nil, fmt.Errorf("burnin: gpu table: %w", err)
 	}

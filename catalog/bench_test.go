@@ -162,3 +162,55 @@ func BenchmarkEncodeCache100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSnapshotParse is what every `plan` pays for the embedded
+// snapshot: gunzip each cloud's vms.csv and read it through the SkyPilot
+// importer, zones folded and dated.
+func BenchmarkSnapshotParse(b *testing.B) {
+	if _, err := Embedded(); err != nil { // side tables parsed once per process
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var o gpuwarden.OffersBuilder
+		if _, err := snapshotOffers(&o); err != nil || o.Len() < 1500 {
+			b.Fatalf("%v, %d offers", err, o.Len())
+		}
+	}
+}
+
+// BenchmarkSnapshotUnpack is the gunzip part of it alone.
+func BenchmarkSnapshotUnpack(b *testing.B) {
+	srcs, err := snapshotSources()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range srcs {
+			if _, err := unpack(s.cloud); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkSnapshotCached is the same offers read back from the parse
+// cache, as every plan after the first does.
+func BenchmarkSnapshotCached(b *testing.B) {
+	dir := b.TempDir()
+	if _, err := cachedSnapshot(newParseCache(dir)); err != nil {
+		b.Fatal(err)
+	}
+	content, err := snapshotContent()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var o gpuwarden.OffersBuilder
+		if _, ok := newParseCache(dir).lookupEntry(snapshotCacheName, "", content, &o); !ok || o.Len() < 1500 {
+			b.Fatalf("miss, or %d offers", o.Len())
+		}
+	}
+}

@@ -169,7 +169,16 @@ func (c parseCache) path(key string) string { return filepath.Join(c.dir, "catal
 // to dst, if there is one. Any fault (a damaged or foreign file) is a
 // miss, logged, and leaves dst as it was.
 func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, size int, dst *gpuwarden.OffersBuilder) ([]string, bool) {
-	if size < minCachedFile || c.dir == "" {
+	if size < minCachedFile {
+		return nil, false
+	}
+	return c.lookupEntry(name, provider, content, dst)
+}
+
+// lookupEntry is lookup whatever the size: for the embedded snapshot,
+// which is small but parsed from gzip by the slower SkyPilot importer.
+func (c parseCache) lookupEntry(name, provider string, content [sha256.Size]byte, dst *gpuwarden.OffersBuilder) ([]string, bool) {
+	if c.dir == "" {
 		return nil, false
 	}
 	key, ok := c.key(name, provider, content)
@@ -193,7 +202,15 @@ func (c parseCache) lookup(name, provider string, content [sha256.Size]byte, siz
 // name and provider: the offers from first on. A cache that cannot be written is logged and left:
 // the parse is what matters.
 func (c parseCache) store(name, provider string, content [sha256.Size]byte, size int, offers *gpuwarden.OffersBuilder, first int, warns []string) {
-	if size < minCachedFile || c.dir == "" {
+	if size < minCachedFile {
+		return
+	}
+	c.storeEntry(name, provider, content, offers, first, warns)
+}
+
+// storeEntry is store whatever the size (see lookupEntry).
+func (c parseCache) storeEntry(name, provider string, content [sha256.Size]byte, offers *gpuwarden.OffersBuilder, first int, warns []string) {
+	if c.dir == "" {
 		return
 	}
 	key, ok := c.key(name, provider, content)

@@ -9,20 +9,23 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// data holds the dated snapshot: copies of the reference CSVs, the region →
-// country table and the billing unit of each provider's egress "GB".
+// data holds the dated snapshot: the GPU rows of SkyPilot's published
+// catalogs, gzipped (data/skypilot holds them plain, with where and when
+// each was read), the region → country table, egress and storage rates,
+// the GPU table and the billing unit of each provider's egress "GB".
 //
-//go:embed data/prices.csv data/egress.csv data/storage.csv data/gpus.csv data/regions.csv data/egress_units.csv
+//go:embed data/egress.csv data/storage.csv data/gpus.csv data/regions.csv data/egress_units.csv
+//go:embed data/skypilot/sources.csv data/snapshot/*.vms.csv.gz
 var data embed.FS
 
-// embeddedPrices is the name embedded offers carry in Origin, so that Stale
-// can tell the snapshot from a user's file.
-const embeddedPrices = "embedded prices.csv"
-
 var (
-	snapshotOnce sync.Once
-	snapshot     *gpuwarden.Catalog
-	snapshotErr  error
+	tablesOnce sync.Once
+	tables     *gpuwarden.Catalog
+	tablesErr  error
+
+	offersOnce sync.Once
+	offers     gpuwarden.Offers
+	offersErr  error
 )
 
 // Embedded returns the catalog built into the binary: offers with their
@@ -30,11 +33,41 @@ var (
 // the GPU table. The files are parsed once; every call returns fresh slices,
 // so a caller that sorts or edits them cannot change what the next one sees.
 func Embedded() (*gpuwarden.Catalog, error) {
-	snapshotOnce.Do(func() { snapshot, snapshotErr = parseSnapshot() })
-	if snapshotErr != nil {
-		return nil, snapshotErr
+	c, err := EmbeddedTables()
+	if err != nil {
+		return nil, err
 	}
-	return cloneCatalog(snapshot), nil
+	if c.Offers, err = embeddedOffers(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// EmbeddedTables is Embedded without the offers, which take most of the
+// parsing (12-40 ms): for callers that need the GPU table, egress or
+// storage alone (canary, burn-in), and for a load that leaves the snapshot
+// out or finds its parse in the cache.
+func EmbeddedTables() (*gpuwarden.Catalog, error) {
+	tablesOnce.Do(func() { tables, tablesErr = parseTables() })
+	if tablesErr != nil {
+		return nil, tablesErr
+	}
+	return cloneCatalog(tables), nil
+}
+
+// embeddedOffers parses the snapshot's offers once per process.
+func embeddedOffers() (gpuwarden.Offers, error) {
+	offersOnce.Do(func() {
+		if _, err := regionTable(); err != nil {
+			offersErr = err
+			return
+		}
+		var b gpuwarden.OffersBuilder
+		if _, offersErr = snapshotOffers(&b); offersErr == nil {
+			offers = b.Offers()
+		}
+	})
+	return offers, offersErr // a table does not change: shared
 }
 
 func cloneCatalog(c *gpuwarden.Catalog) *gpuwarden.Catalog {
@@ -47,22 +80,15 @@ func cloneCatalog(c *gpuwarden.Catalog) *gpuwarden.Catalog {
 	}
 }
 
-func parseSnapshot() (*gpuwarden.Catalog, error) {
+// parseTables reads the snapshot's side tables: regions, GPUs, egress and
+// storage.
+func parseTables() (*gpuwarden.Catalog, error) {
 	if _, err := regionTable(); err != nil {
 		return nil, err
 	}
 	gpus, err := gpuTable()
 	if err != nil {
 		return nil, err
-	}
-	prices, err := data.ReadFile("data/prices.csv")
-	if err != nil {
-		return nil, embeddedErr(err)
-	}
-	var offers gpuwarden.OffersBuilder
-	warns, err := parseOffers(embeddedPrices, "", string(prices), &offers)
-	if err != nil {
-		return nil, embeddedErr(err)
 	}
 	egress, err := parseEgress()
 	if err != nil {
@@ -72,7 +98,7 @@ func parseSnapshot() (*gpuwarden.Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gpuwarden.Catalog{Offers: offers.Offers(), Egress: egress, Storage: storage, GPUs: gpus, Warnings: warns}, nil
+	return &gpuwarden.Catalog{Egress: egress, Storage: storage, GPUs: gpus}, nil
 }
 
 // embeddedErr marks a broken embedded file: a build defect, not user input.

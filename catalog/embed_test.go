@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"encoding/csv"
+	"slices"
 	"testing"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -34,7 +35,6 @@ func TestEmbeddedRowCounts(t *testing.T) {
 		file string
 		got  int
 	}{
-		{"prices.csv", c.Offers.Len()},
 		{"egress.csv", len(c.Egress)},
 		{"storage.csv", len(c.Storage)},
 		{"gpus.csv", len(c.GPUs)},
@@ -66,31 +66,14 @@ func TestEmbeddedGPU(t *testing.T) {
 	}
 }
 
-func TestEmbeddedKnownRows(t *testing.T) {
+// TestEmbeddedOffersUsable: every embedded offer is dated, sourced and
+// gives its GPU memory (known rows: TestSnapshotKnownRows).
+func TestEmbeddedOffersUsable(t *testing.T) {
 	c, err := Embedded()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcp, ok := findOffer(c.Offers.Slice(), "asia-east1", "a2-highgpu-1g", "A100-40GB", 1)
-	if !ok {
-		t.Fatal("no gcp a2-highgpu-1g offer in asia-east1")
-	}
-	want := gpuwarden.Offer{Provider: "gcp", Region: "asia-east1", Country: "TW", Instance: "a2-highgpu-1g",
-		GPU: "A100-40GB", GPUCount: 1, VRAMGBPerGPU: 40, VCPUs: 12, RAMGB: 85, Currency: "USD",
-		OnDemandHourly: 3_790_142, SpotHourly: 756_300, Monthly: 2_766_800_000, AsOf: "2026-11",
-		Source: "Cyclenerd/google-cloud-pricing-cost-calculator pricing.yml (1y commit 1743.06/month; 3y 968.40/month)",
-		Origin: gpuwarden.Origin{File: "embedded prices.csv", Line: 9}}
-	if gcp != want {
-		t.Errorf("gcp row:\n got %+v\nwant %+v", gcp, want)
-	}
-	// The source of this row holds an unquoted comma in the reference data.
-	h200, ok := findOffer(c.Offers.Slice(), "us-central1", "a3-ultragpu-8g", "H200", 8)
-	if !ok {
-		t.Fatal("no gcp a3-ultragpu-8g offer")
-	}
-	if got, want := h200.Source, "HF dataset tanod/cloud-gpu-list-prices (per GPU-hour 10.4365 on-demand / 6.2607 spot, times 8)"; got != want {
-		t.Errorf("H200 source %q, want %q", got, want)
-	}
+	offered := map[string]int{}
 	for _, o := range c.Offers.All() {
 		if o.Source == "" || o.AsOf == "" {
 			t.Errorf("%s: offer without source or as_of", o.Origin)
@@ -98,8 +81,16 @@ func TestEmbeddedKnownRows(t *testing.T) {
 		if _, err := gpuwarden.ParseAsOf(o.AsOf); err != nil {
 			t.Errorf("%s: %v", o.Origin, err)
 		}
-		if specVRAM(o.GPU, nil) == 0 {
-			t.Errorf("%s: GPU %q is not in the GPU table", o.Origin, o.GPU)
+		if o.VRAMGBPerGPU <= 0 {
+			t.Errorf("%s: GPU %q without its memory", o.Origin, o.GPU)
+		}
+		offered[o.GPU]++
+	}
+	// The snapshot rents every card the GPU table describes; models the
+	// table lacks still rank, sized by the memory their rows give.
+	for _, g := range c.GPUs {
+		if offered[g.Model] == 0 {
+			t.Errorf("no embedded offer of %s, a model of the GPU table", g.Model)
 		}
 	}
 }
@@ -178,5 +169,24 @@ func TestResolveSame(t *testing.T) {
 		if got := resolveSame(tt.src, tt.prev); got != tt.want {
 			t.Errorf("resolveSame(%q, %q) = %q, want %q", tt.src, tt.prev, got, tt.want)
 		}
+	}
+}
+
+// TestEmbeddedTables: the side tables alone, without the offers' parse,
+// and the same ones Embedded returns.
+func TestEmbeddedTables(t *testing.T) {
+	full, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := EmbeddedTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tables.Offers.Len() != 0 {
+		t.Errorf("%d offers, want none", tables.Offers.Len())
+	}
+	if !slices.Equal(tables.GPUs, full.GPUs) || !slices.Equal(tables.Egress, full.Egress) || !slices.Equal(tables.Storage, full.Storage) {
+		t.Error("the side tables differ from Embedded's")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,8 +35,14 @@ func FuzzReadOffers(f *testing.F) {
 		}
 		f.Add(b, uint8(i))
 	}
-	emb, _ := data.ReadFile("data/prices.csv")
-	f.Add(emb, uint8(0))
+	// The snapshot's smallest files, in the format of their names.
+	for _, cloud := range []string{"hyperbolic", "yotta"} {
+		emb, err := unpack(cloud)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add([]byte(emb), uint8(slices.Index(fuzzNames, "aws/vms.csv")))
+	}
 	f.Add([]byte("provider,region,gpu,gpu_count,currency,on_demand_hourly\naws,us-east-1,T4,1,USD,1e-3\n"), uint8(0))
 	f.Add([]byte("InstanceType,AcceleratorName,AcceleratorCount,Price,Region\n,A100,1,1,us-central1\n"), uint8(2))
 	// Shell metacharacters and control characters in every cell that

@@ -27,6 +27,12 @@ func canonicalGPU(name string, memGB float64) (string, []float64) {
 		return "", nil
 	}
 	compact := strings.Join(tokens, "")
+	if !strings.HasPrefix(compact, "A100") && !strings.HasPrefix(compact, "H100") {
+		// Only the A100 and H100 come as boards that differ (SXM or PCIe);
+		// other cards are PCIe whatever the catalog appends (SkyPilot v8
+		// writes "L4-PCIE", "A6000-PCIE-LOW-RAM", "RTX-5090-PCIEBAREMETAL").
+		compact = trimBoardSuffix(compact)
+	}
 	mem := memGB
 	if explicitGB > 0 {
 		mem = explicitGB
@@ -93,6 +99,15 @@ func canonicalGPU(name string, memGB float64) (string, []float64) {
 		return "L4", []float64{24}
 	case compact == "T4":
 		return "T4", []float64{16}
+	case compact == "T4G":
+		return "T4G", []float64{16}
+	case strings.HasPrefix(compact, "B300"):
+		return "B300", []float64{268.59, 288}
+	case strings.HasPrefix(compact, "RTXPRO6000") || strings.HasPrefix(compact, "RTXPROSERVER6000"):
+		// The workstation, Max-Q and server editions share the chip and
+		// memory; SkyPilot v8 writes "RTX--PRO6000", "RTX--PROSERVER6000",
+		// "RTX--PRO6000S" and "RTX--PRO6000WK".
+		return "RTX-PRO-6000", []float64{96}
 	case strings.HasPrefix(compact, "V100"):
 		switch {
 		case strings.Contains(compact[4:], "32") || explicitGB >= 30:
@@ -116,6 +131,20 @@ func canonicalGPU(name string, memGB float64) (string, []float64) {
 		return rtxName(compact)
 	}
 	return strings.Join(append(tokens, memToken(explicitGB)...), "-"), nil
+}
+
+// boardSuffixes are what catalogs append to a PCIe card's name about the
+// board or the host, longest first.
+var boardSuffixes = []string{"PCIEBAREMETAL", "PCIELOWRAM", "PCIEHIGHPERF", "BAREMETAL", "PCIE"}
+
+// trimBoardSuffix drops one board or host suffix from a compact name.
+func trimBoardSuffix(compact string) string {
+	for _, s := range boardSuffixes {
+		if rest, ok := strings.CutSuffix(compact, s); ok && rest != "" {
+			return rest
+		}
+	}
+	return compact
 }
 
 // formFactor is the "-SXM" or "-PCIe" suffix a name's remaining tokens
@@ -187,7 +216,7 @@ var rtxVRAM = map[string][]float64{
 	"RTX-3060": {12}, "RTX-3070": {8}, "RTX-3080": {10, 12}, "RTX-3090": {24},
 	"RTX-3090-TI": {24}, "RTX-4070": {12}, "RTX-4080": {16}, "RTX-4080-SUPER": {16},
 	"RTX-4090": {24}, "RTX-5090": {32}, "RTX-A4000": {16}, "RTX-A4500": {20},
-	"RTX-A5000": {24}, "RTX-A6000": {48}, "RTX-4000-ADA": {20}, "RTX-6000-ADA": {48},
+	"RTX-A5000": {24}, "RTX-A6000": {48}, "RTX-4000-ADA": {20}, "RTX-6000-ADA": {48}, "RTX-6000": {24},
 }
 
 // rtxName writes the part after "RTX" as RTX-<digits>[-<suffix>] or RTX-A<digits>.

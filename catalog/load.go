@@ -51,7 +51,7 @@ const storedMaxAge = 7 * 24 * time.Hour
 // catalog at all the snapshot is used with a warning that says how to get
 // fresh prices.
 func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
-	snap, err := Embedded()
+	snap, err := EmbeddedTables()
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +90,14 @@ func LoadWith(opt Options) (*gpuwarden.Catalog, error) {
 		}
 	}
 	if opt.Embedded {
-		for _, o := range snap.Offers.All() {
+		snapOffers, err := cachedSnapshot(cache)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range snapOffers.All() {
 			if !replaced[o.Provider] {
 				offers.Append(&o)
 			}
-		}
-		for _, w := range snap.Warnings {
-			cat.Warnings = append(cat.Warnings, embeddedPrices+": "+w)
 		}
 	}
 	offers.AppendBuilder(&stored)

@@ -241,10 +241,14 @@ func suggestName(typed string, known []string, key func(string) string) string {
 		kk := strings.ToLower(key(k))
 		score := 0
 		switch d := suggest.Distance(typed, kk); {
-		case d <= 2 && d < len(typed):
+		case d <= 1 && d < len(typed):
 			score = 10 - d
 		case len(typed) >= 3 && strings.Contains(kk, typed):
-			score = 5
+			// What was typed, whole, inside a name beats a name two edits
+			// away: "4090" is the RTX-4090, not the A4000.
+			score = 8
+		case d == 2 && d < len(typed):
+			score = 7
 		default:
 			continue
 		}

@@ -9,10 +9,10 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 )
 
-// readOwn reads gpuwarden's own prices.csv layout, the format of the embedded
-// snapshot and of `gpuwarden offers -o csv`. Columns come in any order and
-// case, and every row has one field per column: a comma inside a field must
-// be quoted.
+// readOwn reads gpuwarden's own prices.csv layout, the format of
+// `gpuwarden offers -o csv` and of Azure's downloaded prices. Columns come
+// in any order and case, and every row has one field per column: a comma
+// inside a field must be quoted.
 //
 // Required columns, each with a value on every row except vram_gb_per_gpu:
 // provider, region, gpu, gpu_count, currency, vram_gb_per_gpu, and at least

@@ -458,6 +458,14 @@ var knownProviders = map[string]bool{
 	"primeintellect": true, "mithril": true, "cloudrift": true, "hotaisle": true, "lium": true, "simplepod": true,
 }
 
+// Every cloud `catalog update` downloads is a provider a file may be named
+// after: a vms.csv under yotta/ was refused while update fetched it.
+func init() {
+	for _, c := range SkyPilotClouds {
+		knownProviders[c] = true
+	}
+}
+
 // providerAliases maps the names catalogs use for a provider to ours.
 var providerAliases = map[string]string{
 	"lambdalabs": "lambda", "lambdacloud": "lambda", "lambda_cloud": "lambda",

@@ -657,3 +657,23 @@ func TestOwnInPiecesMatchesOnePass(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderFromFolderEveryCloud: a vms.csv in a folder named after any
+// cloud `catalog update` downloads is read as that provider's (daytona,
+// hyperstack, spheron and yotta were refused with "cannot tell the
+// provider").
+func TestProviderFromFolderEveryCloud(t *testing.T) {
+	const sky = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region\nbox-1,H100,1,8,64,2.5,,somewhere\n"
+	for _, cloud := range SkyPilotClouds {
+		t.Run(cloud, func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), cloud, "vms.csv")
+			offers, _, err := ReadOffers(name, strings.NewReader(sky))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(offers) != 1 || offers[0].Provider != cloud {
+				t.Errorf("got %+v, want 1 offer of %s", offers, cloud)
+			}
+		})
+	}
+}

@@ -33,6 +33,11 @@ func FuzzParse(f *testing.F) {
 	}
 	for _, doc := range []string{"", base, base + "---\n" + base, "a: &a [*a]\n", "workload: {kind: inference, params_b: 7}\n",
 		"budget:\n  monthly_limit: 1.5\ncurrency_rates: {EUR: 1.08}\n",
+		// The work as an amount, which stands in for work_hours.
+		"workload: {kind: pretrain, params_b: 7, tokens_b: 20, mfu: 0.4}\ndeadline: 3d\n",
+		"workload: {kind: finetune-lora, params_b: 7, epochs: 2, dataset_tokens_b: 0.1}\n",
+		"workload: {kind: inference, params_b: 7, requests_per_second: 2, prompt_tokens: 100, output_tokens: 50, p95_latency_s: 9}\n",
+		"workload: {kind: render, frames: 100, seconds_per_frame: 30, reference_gpu: L4}\ndeadline: 2w\n",
 		// The hostile plans that ran `gpuwarden plan` out of memory, at full
 		// size; testdata/fuzz/FuzzParse keeps small ones.
 		strings.Repeat("[", 100_000), strings.Repeat("[", 20_000), base + "labels: " + strings.Repeat("{a: ", 20_000)} {
@@ -80,9 +85,18 @@ func FuzzParse(f *testing.F) {
 		if p == nil {
 			t.Fatal("nil plan without an error")
 		}
-		if !p.Workload.Kind.Valid() || p.WorkHours <= 0 || p.WorkHours > p.HoursPerMonth || p.Budget.Currency == "" ||
+		amount := p.Workload.HasAmount()
+		if !p.Workload.Kind.Valid() || (p.WorkHours <= 0 && !amount) || p.WorkHours < 0 || p.WorkHours > p.HoursPerMonth || p.Budget.Currency == "" ||
 			p.Data.StorageKind == "" || p.Interruptions.Tolerance == "" || p.Workload.Precision == "" {
 			t.Fatalf("accepted an incomplete plan: %+v", p)
+		}
+		if p.Deadline != "" {
+			if _, err := gpuwarden.ParseDeadline(p.Deadline); err != nil || !amount {
+				t.Fatalf("accepted deadline %q (amount %v): %v", p.Deadline, amount, err)
+			}
+		}
+		if m := p.Workload.MFU; m < 0 || m > MaxMFU {
+			t.Fatalf("accepted mfu %v", m)
 		}
 		if strings.ContainsAny(p.Name, "\r\n") {
 			t.Fatalf("accepted a multi-line name %q", p.Name)

@@ -112,9 +112,31 @@ workload:
   #   per_hour: 0.5
   #   per_hour_by_gpu:
   #     H100-SXM: 1.6
+  # The work as an amount, so that plan prices the hours each card needs to finish it
+  # (docs/sizing.md); give one and leave work_hours out (inference: work_hours is the hours served).
+  # Training: tokens_b, or epochs × dataset_tokens_b, or samples × tokens_per_sample.
+  # tokens_b: 20
+  # epochs: 3
+  # dataset_tokens_b: 0.5
+  # samples: 200000
+  # tokens_per_sample: 1024
+  # Inference: requests_per_second with prompt_tokens and output_tokens, or tokens_per_second.
+  # requests_per_second: 5
+  # prompt_tokens: 512
+  # output_tokens: 256
+  # tokens_per_second: 2000
+  # p95_latency_s: 10
+  # Render: frames × seconds_per_frame timed on reference_gpu.
+  # frames: 2400
+  # seconds_per_frame: 90
+  # reference_gpu: RTX-4090
+  # mfu: share of the dense peak the job reaches (default per kind, docs/sizing.md).
+  # mfu: 0.4
 
-# work_hours: hours per month the GPU is busy on real work.
+# work_hours: hours per month the GPU is busy on real work, on whatever card (speed ignored).
 work_hours: {{num .WorkHours}}
+# deadline: with an amount of work, leave out boxes that cannot finish in time (72h, 10d, 2w).
+# deadline: 72h
 # hours_per_month: hours in a billing month (default 730 = 365 × 24 / 12; some providers bill 720).
 # hours_per_month: 730
 

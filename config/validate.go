@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
@@ -117,8 +118,14 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 	if idx.zero("hours_per_month") || p.HoursPerMonth <= 0 || p.HoursPerMonth > MaxHoursPerMonth {
 		c.fail("hours_per_month", fmt.Sprintf("must be greater than 0 and at most %d", MaxHoursPerMonth), monthHint)
 	}
-	const workHint = "hours per month the GPU is busy on real work, e.g. 120"
+	const workHint = "hours per month the GPU is busy on real work, e.g. 120; or state the work as an amount (tokens_b, frames, requests_per_second: docs/sizing.md)"
+	amount := p.Workload.HasAmount()
 	switch {
+	case p.WorkHours == 0 && !idx.has("work_hours") && amount:
+		// The amount gives each box its hours.
+	case amount && p.Workload.Kind != gpuwarden.KindInference:
+		c.fail("work_hours", "give work_hours or the work as an amount, not both",
+			"with an amount plan works out each box's hours; work_hours would be the same on every card")
 	case p.WorkHours == 0 && !idx.has("work_hours"):
 		c.fail("work_hours", "required", workHint)
 	case p.WorkHours <= 0:
@@ -168,6 +175,13 @@ func validate(p *gpuwarden.Plan, idx index) *yamlerr.FieldError {
 		"minutes from a reclaim to work resumed on a new box (default 10)")
 
 	validateBudget(c, &p.Budget)
+	if p.Deadline != "" {
+		if _, err := gpuwarden.ParseDeadline(p.Deadline); err != nil {
+			c.fail("deadline", fmt.Sprintf("%q is not a deadline", p.Deadline), "a duration such as 72h, 10d or 2w")
+		} else if !amount {
+			c.fail("deadline", "needs the work as an amount", "with work_hours every box takes the same hours; state tokens_b, frames or a load instead")
+		}
+	}
 
 	for i, country := range p.Residency.Countries {
 		if !isLetters(country, 2) {
@@ -325,6 +339,8 @@ func validateWorkload(c *checker, w *gpuwarden.Workload) {
 	c.nonNegative("workload.activations_gb", w.ActivationsGB, "activation memory in GB; leave it out for the rule of thumb")
 	c.nonNegative("workload.vram_gb", w.VRAMGB, "the GPU memory the job needs in GB")
 
+	validateAmount(c, w)
+
 	if t := w.Throughput; t != nil {
 		const unitHint = `name one result: "epoch", "1k requests", "frame"`
 		if strings.TrimSpace(t.Unit) == "" {
@@ -351,6 +367,117 @@ func validateWorkload(c *checker, w *gpuwarden.Workload) {
 			}
 		}
 	}
+}
+
+// MaxMFU is the highest model FLOPs utilisation a plan may claim: 100 %
+// of the dense peak is the ceiling no run reaches.
+const MaxMFU = 1
+
+// validateAmount checks the work stated as an amount: each figure
+// positive, the pairs complete, and each kind's own fields only.
+func validateAmount(c *checker, w *gpuwarden.Workload) {
+	type field struct {
+		path string
+		v    float64
+		hint string
+	}
+	fields := []field{
+		{"tokens_b", w.TokensB, "training tokens in billions: 2000 for 2T"},
+		{"epochs", w.Epochs, "passes over the dataset, with dataset_tokens_b"},
+		{"dataset_tokens_b", w.DatasetTokensB, "tokens in one epoch, in billions"},
+		{"samples", w.Samples, "training examples, with tokens_per_sample"},
+		{"tokens_per_sample", w.TokensPerSample, "mean tokens per example, padding included"},
+		{"requests_per_second", w.RequestsPerSecond, "the load to serve, with prompt_tokens and output_tokens"},
+		{"prompt_tokens", w.PromptTokens, "mean prompt tokens per request"},
+		{"output_tokens", w.OutputTokens, "mean generated tokens per request"},
+		{"tokens_per_second", w.TokensPerSecond, "generated tokens per second to serve"},
+		{"p95_latency_s", w.P95LatencySeconds, "seconds a request may take at the 95th percentile"},
+		{"frames", w.Frames, "frames to render, with seconds_per_frame and reference_gpu"},
+		{"seconds_per_frame", w.SecondsPerFrame, "seconds one frame takes on reference_gpu"},
+		{"mfu", w.MFU, "model FLOPs utilisation, e.g. 0.4; leave it out for the default (docs/sizing.md)"},
+	}
+	for _, f := range fields {
+		path := "workload." + f.path
+		if f.v < 0 || c.idx.zero(path) || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			c.fail(path, "must be greater than 0", f.hint)
+		}
+	}
+	if w.MFU > MaxMFU {
+		c.fail("workload.mfu", "must be at most 1", "a share of the dense peak, e.g. 0.4")
+	}
+	// A missing half is reported at the half that is there: a field left
+	// out has no line to point at.
+	pair := func(a string, av float64, b string, bv float64) {
+		switch {
+		case av > 0 && bv <= 0:
+			c.fail("workload."+a, "needs "+b, "give both "+a+" and "+b)
+		case bv > 0 && av <= 0:
+			c.fail("workload."+b, "needs "+a, "give both "+a+" and "+b)
+		}
+	}
+	only := func(ok bool, path string, v float64, kinds string) {
+		if v > 0 && !ok {
+			c.fail("workload."+path, fmt.Sprintf("does not apply to kind %s", w.Kind), "it states work for "+kinds)
+		}
+	}
+	trains, infer, render := w.Kind.Trains(), w.Kind == gpuwarden.KindInference, w.Kind == gpuwarden.KindRender
+	for _, f := range fields[:5] {
+		only(trains, f.path, f.v, "training kinds (pretrain, finetune-*)")
+	}
+	for _, f := range fields[5:10] {
+		only(infer, f.path, f.v, "kind inference")
+	}
+	for _, f := range fields[10:12] {
+		only(render, f.path, f.v, "kind render")
+	}
+	only(trains || infer, "mfu", w.MFU, "training and inference kinds")
+	if c.err != nil {
+		return
+	}
+	pair("epochs", w.Epochs, "dataset_tokens_b", w.DatasetTokensB)
+	pair("samples", w.Samples, "tokens_per_sample", w.TokensPerSample)
+	if n := countPositive(w.TokensB, w.Epochs, w.Samples); n > 1 {
+		c.fail("workload.tokens_b", "give one of tokens_b, epochs × dataset_tokens_b or samples × tokens_per_sample", "they state the same amount three ways")
+	}
+	if w.RequestsPerSecond > 0 {
+		pair("requests_per_second", w.RequestsPerSecond, "output_tokens", w.OutputTokens)
+		pair("requests_per_second", w.RequestsPerSecond, "prompt_tokens", w.PromptTokens)
+		if w.TokensPerSecond > 0 {
+			c.fail("workload.tokens_per_second", "give requests_per_second or tokens_per_second, not both", "tokens_per_second is a load without a request shape")
+		}
+	} else {
+		pair("requests_per_second", w.RequestsPerSecond, "prompt_tokens", w.PromptTokens)
+		pair("requests_per_second", w.RequestsPerSecond, "output_tokens", w.OutputTokens)
+	}
+	if w.P95LatencySeconds > 0 && w.RequestsPerSecond <= 0 {
+		c.fail("workload.p95_latency_s", "needs requests_per_second", "a latency target is per request")
+	}
+	pair("frames", w.Frames, "seconds_per_frame", w.SecondsPerFrame)
+	if w.Frames > 0 {
+		if w.ReferenceGPU == "" {
+			c.fail("workload.frames", "needs reference_gpu", "the card seconds_per_frame was timed on, e.g. RTX-4090")
+		} else if _, ok := gpuwarden.DatasheetOf(w.ReferenceGPU); !ok {
+			c.fail("workload.reference_gpu", fmt.Sprintf("%q is not in the GPU datasheet", w.ReferenceGPU), "a model name such as RTX-4090, L40S or A10G")
+		}
+	} else if w.ReferenceGPU != "" {
+		c.fail("workload.reference_gpu", "needs frames and seconds_per_frame", "the card seconds_per_frame was timed on")
+	}
+	if w.Kind.Trains() && w.TrainingTokens() > 0 && w.ParamsB <= 0 {
+		c.fail("workload.params_b", "required with an amount of training", "the model size sets the FLOPs per token")
+	}
+	if infer && (w.RequestsPerSecond > 0 || w.TokensPerSecond > 0) && w.ParamsB <= 0 {
+		c.fail("workload.params_b", "required with an inference load", "the model size sets the bytes read per token")
+	}
+}
+
+func countPositive(vs ...float64) int {
+	n := 0
+	for _, v := range vs {
+		if v > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // needsParams reports whether sizing a kind needs the model size: every kind

@@ -68,10 +68,13 @@ const (
 	ItemEgressInter
 	ItemEgressIntra
 	ItemStorage
+	// ItemStorageMore is the storage of the months past the first that
+	// work longer than a month keeps its data for.
+	ItemStorageMore
 )
 
 var lineItemNames = [...]string{"", "compute", "idle", "spot rework", "monthly price",
-	"egress internet", "egress inter-region", "egress intra-region", "storage"}
+	"egress internet", "egress inter-region", "egress intra-region", "storage", "storage, later"}
 
 // String returns the item's name as reports print it.
 func (i LineItem) String() string {
@@ -126,7 +129,8 @@ type Line struct {
 	Amount    gpuwarden.Cents  `json:"amount"`
 }
 
-// Hours splits the billed hours of one month.
+// Hours splits the billed hours: of the month for work_hours, of the
+// whole work when the plan states an amount.
 type Hours struct {
 	Work   float64 `json:"work"`
 	Idle   float64 `json:"idle"`
@@ -138,7 +142,8 @@ type Hours struct {
 // Billed is every hour the meter runs.
 func (h Hours) Billed() float64 { return h.Work + h.Idle + h.Rework }
 
-// hoursModel derives the month's hours once per plan; only spot differs.
+// hoursModel derives a box's hours once per GPU model and count (they
+// follow from the box's work hours); only spot and the stop differ.
 type hoursModel struct {
 	onDemand Hours
 	spot     Hours
@@ -147,32 +152,55 @@ type hoursModel struct {
 	// auto-shutdown saves nothing there, every hour not worked bills.
 	onDemandBilled Hours
 	spotBilled     Hours
-	// monthly is the whole month on: work and the rest of it.
+	// monthly is every month the work spans, on all the time.
 	monthly Hours
+	// months is how many monthly prices the work pays: whole months.
+	months float64
 	// lostPerInterruption is the work redone plus the restart, in hours.
 	lostPerInterruption float64
 }
 
-func newHoursModel(p *gpuwarden.Plan) hoursModel {
-	w := p.WorkHours
-	idle := IdleHours(p, p.OnHours)
-	m := hoursModel{onDemand: Hours{Work: w, Idle: idle}, monthly: Hours{Work: w, Idle: roundHours(math.Max(p.HoursPerMonth-w, 0))}}
+// newHoursModel splits the billed hours of w hours of work. Work longer
+// than a month runs on without a break into the next one, so the box idles
+// only in the gaps a month of work leaves (docs/sizing.md, "Work longer
+// than a month").
+//
+// Work stated as an amount (released) runs from start to finish and the box
+// is given back when it is done, which ends every provider's bill: it bills
+// no rest of the month, and idles only in the auto-shutdown windows of its
+// sessions.
+func newHoursModel(p *gpuwarden.Plan, w float64, released bool) hoursModel {
+	on := p.OnHours
+	if released && on.SessionsPerMonth == 0 {
+		// One run from start to finish: one idle window, at its end.
+		on.SessionsPerMonth = math.Min(p.HoursPerMonth/math.Max(w, 1), 1)
+	}
+	idle := idleHours(p, on, w)
+	rest := roundHours(math.Max(p.HoursPerMonth-w, 0))
+	if released {
+		if p.OnHours.AutoShutdownIdleMinutes <= 0 {
+			idle = 0
+		}
+		rest = idle
+	}
+	months := math.Max(math.Ceil(w/p.HoursPerMonth-1e-9), 1)
+	m := hoursModel{onDemand: Hours{Work: w, Idle: idle}, months: months,
+		monthly: Hours{Work: w, Idle: roundHours(math.Max(months*p.HoursPerMonth-w, 0))}}
 	lost := p.Interruptions.RestartMinutes / 60
 	switch p.Interruptions.Tolerance {
 	case gpuwarden.TolerateCheckpointed:
 		if iv := p.Data.CheckpointIntervalMinutes; iv > 0 {
 			lost += iv / 2 / 60
 		} else {
-			lost += w / sessions(p, p.OnHours) / 2
+			lost += w / sessions(p, on, w) / 2
 		}
 	case gpuwarden.TolerateNone:
 		// An interruption loses the session's work so far: half a session.
-		lost += w / sessions(p, p.OnHours) / 2
+		lost += w / sessions(p, on, w) / 2
 	}
 	n := p.Interruptions.SpotInterruptionsPerDay * (w + idle) / 24
 	m.lostPerInterruption = lost
 	m.spot = Hours{Work: w, Idle: idle, Rework: roundHours(n * lost), Interruptions: math.Round(n*100) / 100}
-	rest := roundHours(math.Max(p.HoursPerMonth-w, 0))
 	m.onDemandBilled = Hours{Work: w, Idle: rest}
 	nb := p.Interruptions.SpotInterruptionsPerDay * (w + rest) / 24
 	m.spotBilled = Hours{Work: w, Idle: rest, Rework: roundHours(nb * lost), Interruptions: math.Round(nb*100) / 100}
@@ -180,22 +208,34 @@ func newHoursModel(p *gpuwarden.Plan) hoursModel {
 }
 
 // IdleHours is the time the box bills without working under an on-hours
-// policy: with auto-shutdown, one idle window per session; without it, every
-// hour of the month that is not work ("nobody turns it off").
+// policy, for the plan's work_hours: with auto-shutdown, one idle window per
+// session; without it, every hour of the month that is not work ("nobody
+// turns it off").
 func IdleHours(p *gpuwarden.Plan, on gpuwarden.OnHours) float64 {
-	rest := math.Max(p.HoursPerMonth-p.WorkHours, 0)
+	return idleHours(p, on, p.WorkHours)
+}
+
+// idleHours is IdleHours for w hours of work on one box.
+func idleHours(p *gpuwarden.Plan, on gpuwarden.OnHours, w float64) float64 {
+	rest := math.Max(p.HoursPerMonth-w, 0)
 	if on.AutoShutdownIdleMinutes <= 0 {
 		return roundHours(rest)
 	}
-	return roundHours(math.Min(sessions(p, on)*on.AutoShutdownIdleMinutes/60, rest))
+	windows := sessions(p, on, w) * on.AutoShutdownIdleMinutes / 60
+	if w >= p.HoursPerMonth {
+		// No month has hours left over, but every stop still leaves its window.
+		return roundHours(windows)
+	}
+	return roundHours(math.Min(windows, rest))
 }
 
-// sessions is how many times a month work stops (default one per 8 h day).
-func sessions(p *gpuwarden.Plan, on gpuwarden.OnHours) float64 {
+// sessions is how many times work stops: sessions_per_month for each month
+// the work spans, or one per 8 h working day.
+func sessions(p *gpuwarden.Plan, on gpuwarden.OnHours, w float64) float64 {
 	if on.SessionsPerMonth > 0 {
-		return on.SessionsPerMonth
+		return on.SessionsPerMonth * math.Max(w/p.HoursPerMonth, 1)
 	}
-	return math.Max(math.Ceil(p.WorkHours/8), 1)
+	return math.Max(math.Ceil(w/8), 1)
 }
 
 func roundHours(h float64) float64 { return math.Round(h*100) / 100 }

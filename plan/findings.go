@@ -3,7 +3,9 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -61,7 +63,7 @@ func (r *Report) forbids(p priced) Reason {
 	switch {
 	case p.billing == Spot && r.plan.Interruptions.Tolerance == gpuwarden.TolerateNone:
 		return ReasonSpot
-	case r.BudgetLimit > 0 && p.total() > r.BudgetLimit:
+	case p.overBudget():
 		return ReasonBudget
 	}
 	return ""
@@ -90,7 +92,7 @@ func sortOrder(rows []priced) []int32 {
 	for i, p := range rows {
 		total := uint64(max(min(int64(p.total()), keyTotalMax), 0))
 		notPreferred := uint64(1)
-		if p.preferred {
+		if p.preferred() {
 			notPreferred = 0
 		}
 		keys[i] = total<<(keyIndexBits+1) | notPreferred<<keyIndexBits | uint64(i)
@@ -165,8 +167,8 @@ func compareRows(rows []priced, a, b int32) int {
 	if c := cmp.Compare(rows[a].total(), rows[b].total()); c != 0 {
 		return c
 	}
-	if rows[a].preferred != rows[b].preferred {
-		if rows[a].preferred {
+	if rows[a].preferred() != rows[b].preferred() {
+		if rows[a].preferred() {
 			return -1
 		}
 		return 1
@@ -212,6 +214,7 @@ func (r *Report) findings() {
 	if rs := r.RightSize(); rs != nil {
 		add("oversized", "%s", upperFirst(rs.Message(r.Currency)))
 	}
+	r.finishFinding(add)
 	r.idleFinding(add)
 	r.spotFinding(add)
 	r.monthlyFinding(add)
@@ -255,7 +258,7 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 		return
 	}
 	const minutes = 30
-	alt := IdleHours(r.plan, gpuwarden.OnHours{AutoShutdownIdleMinutes: minutes, SessionsPerMonth: r.plan.OnHours.SessionsPerMonth})
+	alt := idleHours(r.plan, gpuwarden.OnHours{AutoShutdownIdleMinutes: minutes, SessionsPerMonth: r.plan.OnHours.SessionsPerMonth}, ref.Hours.Work)
 	altAmount := gpuwarden.MulCents(ref.Rate, gpuwarden.MicrosFromFloat(alt))
 	r.IdleSaving = &IdleSaving{IdleHours: ref.Hours.Idle, IdleAmount: idle, WithMinutes: minutes,
 		WithIdleHours: alt, WithIdleAmount: altAmount, Saves: idle - altAmount}
@@ -285,9 +288,13 @@ func (r *Report) spotFinding(add func(string, string, ...any)) {
 	v := &SpotVerdict{Offer: sp.Offer, SpotTotal: sp.Total, OnDemandTotal: onDemand, Saves: *sp.SpotSavings, Rework: rework, Allowed: allowed}
 	cur := r.Currency.Format
 	what := fmt.Sprintf("spot on %s %s costs %s with %s rework (%.2g reclaims × %.2g h lost) against %s on-demand",
-		sp.Offer.Where(), sp.Offer.Instance, cur(sp.Total), cur(rework), sp.Hours.Interruptions, r.hours.lostPerInterruption, cur(onDemand))
+		sp.Offer.Where(), sp.Offer.Instance, cur(sp.Total), cur(rework), sp.Hours.Interruptions, sp.Speed.hours.lostPerInterruption, cur(onDemand))
+	per := "/month"
+	if r.speeds.has {
+		per = " to finish"
+	}
 	if v.Saves > 0 {
-		v.Message = fmt.Sprintf("%s: spot saves %s/month after rework", what, cur(v.Saves))
+		v.Message = fmt.Sprintf("%s: spot saves %s%s after rework", what, cur(v.Saves), per)
 	} else {
 		v.Message = fmt.Sprintf("%s: on-demand is cheaper by %s", what, cur(-v.Saves))
 	}
@@ -312,7 +319,7 @@ func (r *Report) monthlyFinding(add func(string, string, ...any)) {
 			continue
 		}
 		c := r.fit(i)
-		billed := r.hours.onDemand.Billed()
+		billed := c.Speed.hours.onDemand.Billed()
 		verdict := "hourly is cheaper"
 		if billed > c.BreakEvenHours {
 			verdict = "monthly is cheaper"
@@ -352,3 +359,60 @@ func upperFirst(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// finishScanMax bounds the ranked rows the finish finding walks to find
+// the cheapest row of the fastest box: past the 20,000 cheapest, a faster
+// box costs so much more that naming it helps nobody, and reading every
+// row of a large catalog was a quarter of ranking it.
+const finishScanMax = 20_000
+
+// finishFinding says in words what plan A's time costs against the fastest
+// box that finishes: "8× A100 finishes in 81 h for $2,050; 1× H200 needs
+// 600 h for $1,713: the H200 is cheaper by $337 but 7.4× slower".
+func (r *Report) finishFinding(add func(string, string, ...any)) {
+	if !r.speeds.has || r.Best == nil || r.speeds.amount.serving > 0 {
+		// A load is served for its hours on any box: no box finishes sooner.
+		return
+	}
+	best := r.Best
+	fastest := -1
+	fastestHours := best.Speed.finishHours()
+	// Every ranked row's speed was worked out while pricing: a copy of the
+	// table, read without the lock, times the walk.
+	r.speedMu.Lock()
+	hours := make(map[speedKey]float64, len(r.speedMap))
+	for k, s := range r.speedMap {
+		hours[k] = s.finishHours()
+	}
+	r.speedMu.Unlock()
+	for i, j := range r.ranked {
+		if i == finishScanMax {
+			break
+		}
+		o := r.cat.Offers.At(int(r.rows[j].offer))
+		if h := hours[speedKey{o.GPU, o.GPUCount, o.VRAMGBPerGPU}]; h > 0 && h < fastestHours*0.999 {
+			fastest, fastestHours = i, h
+		}
+	}
+	cur := r.Currency.Format
+	box := func(c *Candidate) string { return fmt.Sprintf("%s× %s", trimFloat(c.Offer.GPUCount), c.Offer.GPU) }
+	if sp := best.Speed; sp.MeasuredAt != nil {
+		add("measured", "plan A's %s h come from a run's measured progress, not the model: %s", trimFloat(best.Hours.Work), sp.Detail)
+	}
+	if fastest < 0 {
+		add("finish", "plan A, %s (%s), finishes in %s h for %s: no box that fits finishes sooner",
+			box(best), best.Offer.Where(), trimFloat(best.TimeToFinish), cur(best.Total))
+		return
+	}
+	f := r.RankedAt(fastest)
+	slower := best.TimeToFinish / math.Max(f.TimeToFinish, 0.01)
+	times := strconv.FormatFloat(math.Round(slower*10)/10, 'f', -1, 64)
+	if slower >= 10 {
+		times = strconv.FormatFloat(math.Round(slower), 'f', -1, 64)
+	}
+	add("finish", "%s (%s) finishes in %s h for %s; plan A, %s, needs %s h for %s: plan A is cheaper by %s but %s× slower",
+		box(f), f.Offer.Where(), trimFloat(f.TimeToFinish), cur(f.Total), box(best), trimFloat(best.TimeToFinish), cur(best.Total),
+		cur(f.Total-best.Total), times)
+}
+
+func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

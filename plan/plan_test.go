@@ -463,6 +463,22 @@ func BenchmarkRank100k(b *testing.B) {
 	}
 }
 
+// BenchmarkRank100kAmount is BenchmarkRank100k with the work as an
+// amount: every offer is timed by its card and count.
+func BenchmarkRank100kAmount(b *testing.B) {
+	cat := randomCatalog(b, rand.New(rand.NewPCG(3, 4)), 100_000)
+	p := finetunePlan()
+	p.Budget.MonthlyLimit = 0
+	p.WorkHours, p.Workload.Epochs, p.Workload.DatasetTokensB = 0, 3, 0.05
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Rank(p, cat); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestRadixSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{1, 2, 17, 1000, 70000} {
@@ -484,7 +500,11 @@ func TestSortOrderMatchesCompare(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	rows := make([]priced, 5000)
 	for i := range rows {
-		rows[i] = newPriced(int32(i), gpuwarden.Cents(rng.IntN(300)), OnDemand, rng.IntN(3) == 0)
+		var f rowFlags
+		if rng.IntN(3) == 0 {
+			f = flagPreferred
+		}
+		rows[i] = newPriced(int32(i), gpuwarden.Cents(rng.IntN(300)), OnDemand, f)
 	}
 	want := make([]int32, len(rows))
 	for i := range want {
@@ -666,7 +686,7 @@ func rankedOf(r *Report) []*Candidate {
 // negative ones too, exactly.
 func TestPricedKeepsTotals(t *testing.T) {
 	for _, total := range []gpuwarden.Cents{0, 1, 123_456, 1<<32 - 1, 1 << 32, 1<<40 + 7, pricedTotalMax, -1, -(1 << 33), -pricedTotalMax} {
-		if got := newPriced(3, total, Spot, true).total(); got != total {
+		if got := newPriced(3, total, Spot, flagPreferred|flagOverBudget).total(); got != total {
 			t.Errorf("total %d kept as %d", total, got)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,13 +21,21 @@ type Candidate struct {
 	Billing Billing          `json:"billing"`
 	// Rate is per hour, or per month for monthly billing, in the plan's currency.
 	Rate gpuwarden.Micros `json:"rate"`
-	// Hours points at the plan's hours for this billing mode, shared by all.
+	// Hours points at the box's hours for this billing mode, shared by
+	// every offer of the same GPU model and count; Hours.Work is the box
+	// hours to finish the work.
 	Hours *Hours `json:"hours"`
+	// TimeToFinish is the wall-clock hours to finish: the work and, on
+	// spot, the rework.
+	TimeToFinish float64 `json:"time_to_finish_h"`
+	// Speed is how the box's hours were worked out.
+	Speed *Speed `json:"speed"`
 	// shared are the provider's egress and storage lines, the same for
 	// every candidate of that provider; see Lines.
 	shared []Line
 	Total  gpuwarden.Cents `json:"total"`
-	// PerResult is the month's total over the month's results, when a throughput is known.
+	// PerResult is the total over the results: of the whole work when the
+	// plan states an amount, else of the month when a throughput is known.
 	PerResult *PerResult `json:"per_result,omitempty"`
 	// BreakEvenHours, on a monthly row, is the billed hours above which the
 	// monthly price beats the same offer's hourly rate.
@@ -38,6 +47,9 @@ type Candidate struct {
 	Rank        int32            `json:"rank,omitempty"`
 	row         int32            // index in Report.rows
 	Role        Role             `json:"role,omitempty"`
+	months      float64          // monthly prices the work pays
+	// hoursPerMonth is the plan's month, for the storage of further months.
+	hoursPerMonth float64
 }
 
 // PerResult is the cost of one result (an epoch, 1,000 requests). Amount
@@ -59,6 +71,11 @@ const (
 	ReasonCurrency  Reason = "no-exchange-rate"
 	ReasonSpot      Reason = "spot-not-tolerated"
 	ReasonBudget    Reason = "over-budget"
+	// ReasonNoSpeed: the plan states an amount of work and nothing says how
+	// fast this card does it (no datasheet, no throughput figure).
+	ReasonNoSpeed Reason = "no-speed-figure"
+	// ReasonDeadline: the box cannot finish the work by the deadline.
+	ReasonDeadline Reason = "too-slow"
 )
 
 // Exclusion is an offer (or one billing mode of it) left out, and why.
@@ -80,6 +97,10 @@ func (e *Exclusion) Why() string {
 	r := e.report
 	switch e.Reason {
 	case ReasonBudget:
+		sp := r.speedOf(&e.Offer)
+		if months := monthsSpanned(sp, r.HoursPerMonth); months > 1 {
+			return fmt.Sprintf("%s over %.2g months is over the %s monthly budget", r.Currency.Format(e.Total), months, r.Currency.Format(r.BudgetLimit))
+		}
 		return fmt.Sprintf("%s a month is over the %s budget", r.Currency.Format(e.Total), r.Currency.Format(r.BudgetLimit))
 	case ReasonSpot:
 		return "interruptions.tolerance is none: a reclaim would lose the work"
@@ -87,7 +108,7 @@ func (e *Exclusion) Why() string {
 		o := &e.Offer
 		return fmt.Sprintf("no exchange rate from %s to %s: add currency_rates: {%s: …} to the plan", o.Currency, r.Currency, o.Currency)
 	}
-	_, msg := r.rules.static(&e.Offer, r.Sizing)
+	_, msg := r.rules.static(&e.Offer, r.Sizing, r.speedOf(&e.Offer))
 	return msg
 }
 
@@ -113,7 +134,15 @@ type Report struct {
 	Name          string             `json:"name,omitempty"`
 	Currency      gpuwarden.Currency `json:"currency"`
 	HoursPerMonth float64            `json:"hours_per_month"`
-	WorkHours     float64            `json:"work_hours"`
+	// WorkHours is the plan's work_hours; with an amount of work each box
+	// has its own (Candidate.Hours.Work).
+	WorkHours float64 `json:"work_hours"`
+	// Amount is the work in words when the plan states one, and ResultUnit
+	// the result its cost per result counts.
+	Amount     string `json:"amount,omitempty"`
+	ResultUnit string `json:"result_unit,omitempty"`
+	// DeadlineHours rules out boxes that need longer; 0 is none.
+	DeadlineHours float64 `json:"deadline_h,omitempty"`
 	// AutoShutdownIdleMinutes is the plan's policy; 0 means none.
 	AutoShutdownIdleMinutes float64           `json:"auto_shutdown_idle_minutes"`
 	BudgetLimit             gpuwarden.Cents   `json:"budget_limit"`
@@ -129,7 +158,6 @@ type Report struct {
 	static                  []staticExclusion // offers the rules leave out before pricing, in catalog order
 	fx                      fx                // for findings
 	plan                    *gpuwarden.Plan   // for findings
-	hours                   hoursModel        // for findings
 	// stopEnds is gpuwarden.StopEndsBill per provider for the plan's stop.
 	stopEnds  map[string]bool
 	rules     rules // for the words of exclusions
@@ -142,6 +170,12 @@ type Report struct {
 	priced    []string                   // providers with egress or storage prices
 	byCountry map[string]map[string]bool // country → providers with offers there
 	order     []int32                    // indices of rows, cheapest first
+	speeds    speedModel
+	// anySpeed is every box's speed when the plan states work_hours: the
+	// same hours on any card, so no offer needs a lookup.
+	anySpeed *Speed
+	speedMu  sync.Mutex
+	speedMap map[speedKey]*Speed
 }
 
 // Finding is one conclusion for people, with a stable kind for machines.
@@ -172,9 +206,15 @@ type SpotVerdict struct {
 	Message       string           `json:"message"`
 }
 
-// Rank prices every offer for the plan's month and orders those that fit the
-// workload, the residency rules and the budget, cheapest first.
+// Rank prices every offer for the plan's work and orders those that fit the
+// workload, the residency rules, the deadline and the budget, cheapest to
+// finish first.
 func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
+	return RankWith(p, cat, Inputs{})
+}
+
+// RankWith is Rank with throughputs measured by earlier runs.
+func RankWith(p *gpuwarden.Plan, cat *gpuwarden.Catalog, in Inputs) (*Report, error) {
 	sz, err := Size(p.Workload)
 	if err != nil {
 		return nil, err
@@ -183,12 +223,25 @@ func Rank(p *gpuwarden.Plan, cat *gpuwarden.Catalog) (*Report, error) {
 		Name: p.Name, Currency: p.Budget.Currency, HoursPerMonth: p.HoursPerMonth, WorkHours: p.WorkHours,
 		AutoShutdownIdleMinutes: p.OnHours.AutoShutdownIdleMinutes, BudgetLimit: gpuwarden.CentsOf(p.Budget.MonthlyLimit),
 		Sizing: sz, Findings: []Finding{}, Warnings: []string{},
-		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, hours: newHoursModel(p), stopEnds: stopEndsByProvider(p.OnHours.Stop), cat: cat,
+		fx: fx{to: p.Budget.Currency, rates: p.CurrencyRates}, plan: p, stopEnds: stopEndsByProvider(p.OnHours.Stop), cat: cat,
 	}
+	a, has := newAmount(p)
+	r.speeds = speedModel{p: p, amount: a, has: has, measured: in.Measured}
+	if has {
+		r.Amount, r.ResultUnit = a.text, a.unit
+	} else {
+		r.anySpeed = r.speeds.speed(speedKey{})
+	}
+	if p.Deadline != "" {
+		if r.DeadlineHours, err = gpuwarden.ParseDeadline(p.Deadline); err != nil {
+			return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "%v", err)
+		}
+	}
+
 	if c, ok := sz.SmallestCard(cat.GPUs); ok {
 		r.SmallestCard = &c
 	}
-	r.rules = newRules(p)
+	r.rules = newRules(p, r.DeadlineHours)
 	if err := r.priceAll(&cat.Offers); err != nil {
 		return nil, err
 	}
@@ -319,7 +372,7 @@ type staticExclusion struct {
 }
 
 // staticReasons are the reasons an offer is left out before pricing.
-var staticReasons = [...]Reason{ReasonProvider, ReasonResidency, ReasonTooSmall, ReasonCurrency}
+var staticReasons = [...]Reason{ReasonProvider, ReasonResidency, ReasonTooSmall, ReasonCurrency, ReasonNoSpeed, ReasonDeadline}
 
 func staticExcluded(offer int, reason Reason) staticExclusion {
 	i := slices.Index(staticReasons[:], reason)
@@ -335,10 +388,11 @@ type rules struct {
 	countries       map[string]bool
 	regions         []string
 	countryText     string
+	deadline        float64 // hours; 0 is none
 }
 
-func newRules(p *gpuwarden.Plan) rules {
-	rs := rules{exclude: set(p.Providers.Exclude), prefer: set(p.Providers.Prefer), regions: p.Residency.Regions}
+func newRules(p *gpuwarden.Plan, deadline float64) rules {
+	rs := rules{exclude: set(p.Providers.Exclude), prefer: set(p.Providers.Prefer), regions: p.Residency.Regions, deadline: deadline}
 	if len(p.Residency.Countries) > 0 {
 		rs.countries = set(p.Residency.Countries)
 		rs.countryText = strings.Join(p.Residency.Countries, ", ")
@@ -354,7 +408,9 @@ func set(xs []string) map[string]bool {
 	return m
 }
 
-func (rs rules) static(o *gpuwarden.Offer, sz Sizing) (Reason, string) {
+// static is the rule that leaves an offer out before pricing, and why in
+// words; sp is the box's speed (nil only where no speed applies).
+func (rs rules) static(o *gpuwarden.Offer, sz Sizing, sp *Speed) (Reason, string) {
 	if rs.exclude[o.Provider] {
 		return ReasonProvider, "provider " + o.Provider + " is excluded by the plan"
 	}
@@ -369,6 +425,13 @@ func (rs rules) static(o *gpuwarden.Offer, sz Sizing) (Reason, string) {
 	}
 	if f := sz.FitsOffer(*o); !f.OK {
 		return ReasonTooSmall, f.Reason
+	}
+	if sp != nil && sp.unknown != "" {
+		return ReasonNoSpeed, sp.unknown
+	}
+	if sp != nil && rs.deadline > 0 && sp.finishHours() > rs.deadline {
+		return ReasonDeadline, fmt.Sprintf("%s× %s needs %s h to finish, past the %s h deadline", trim(o.GPUCount), o.GPU,
+			trim(roundHours(sp.finishHours())), trim(rs.deadline))
 	}
 	return "", ""
 }
@@ -428,14 +491,27 @@ type priced struct {
 	totalLow  uint32 // the total's low 32 bits
 	totalHigh int16  // and its high 16, with the sign
 	billing   Billing
-	preferred bool
+	flags     rowFlags
 }
+
+// rowFlags are a priced row's yes/no facts, in the byte a bool took.
+type rowFlags uint8
+
+const (
+	flagPreferred rowFlags = 1 << iota
+	// flagOverBudget: the row's average month is over the monthly budget,
+	// decided where its hours are known (work can span months).
+	flagOverBudget
+)
+
+func (p priced) preferred() bool  { return p.flags&flagPreferred != 0 }
+func (p priced) overBudget() bool { return p.flags&flagOverBudget != 0 }
 
 // pricedTotalMax is the largest month's total a priced row holds.
 const pricedTotalMax = 1<<47 - 1
 
-func newPriced(offer int32, total gpuwarden.Cents, b Billing, preferred bool) priced {
-	return priced{offer: offer, totalLow: uint32(total), totalHigh: int16(int64(total) >> 32), billing: b, preferred: preferred}
+func newPriced(offer int32, total gpuwarden.Cents, b Billing, flags rowFlags) priced {
+	return priced{offer: offer, totalLow: uint32(total), totalHigh: int16(int64(total) >> 32), billing: b, flags: flags}
 }
 
 func (p priced) total() gpuwarden.Cents {
@@ -474,6 +550,7 @@ type chunk struct {
 	excluded   []staticExclusion
 	offer      gpuwarden.Offer           // the offer being priced
 	shared     map[sharedKey]sharedLines // this chunk's copy of Report.shared
+	speeds     map[speedKey]*Speed       // this chunk's copy of Report.speedMap
 	err        error                     // the first total too large to keep
 }
 
@@ -527,7 +604,8 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 	o := &c.offer
 	for i := c.first; i < c.end; i++ {
 		*o = r.cat.Offers.At(int(i))
-		if reason, _ := r.rules.static(o, r.Sizing); reason != "" {
+		sp := c.speedFor(r, o)
+		if reason, _ := r.rules.static(o, r.Sizing, sp); reason != "" {
 			c.excluded = append(c.excluded, staticExcluded(int(i), reason))
 			continue
 		}
@@ -536,10 +614,13 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 			c.excluded = append(c.excluded, staticExcluded(int(i), ReasonCurrency))
 			continue
 		}
-		preferred := r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider)
+		var flags rowFlags
+		if r.plan != nil && slices.Contains(r.plan.Providers.Prefer, o.Provider) {
+			flags |= flagPreferred
+		}
 		for _, b := range billingModesInOrder {
 			if listPrice(o, b) > 0 {
-				cand := r.candidate(o, b, shared)
+				cand := r.candidate(o, b, shared, sp)
 				if cand.Total > pricedTotalMax || cand.Total < -pricedTotalMax {
 					if c.err == nil {
 						c.err = gpuwarden.Errorf(gpuwarden.EInvalid, "%s: %s %s %s (%s) costs %s a month, more than a plan can add up",
@@ -548,7 +629,11 @@ func (c *chunk) price(r *Report, sharedMu *sync.Mutex) {
 					}
 					continue
 				}
-				c.rows = append(c.rows, newPriced(i, cand.Total, b, preferred))
+				f := flags
+				if r.overBudget(cand.Total, cand.Hours, sp) {
+					f |= flagOverBudget
+				}
+				c.rows = append(c.rows, newPriced(i, cand.Total, b, f))
 			}
 		}
 	}
@@ -571,6 +656,118 @@ func (c *chunk) sharedFor(r *Report, mu *sync.Mutex, o *gpuwarden.Offer) sharedL
 	return s
 }
 
+// speedFor is Report.speedOf for one goroutine, read from the chunk's copy.
+func (c *chunk) speedFor(r *Report, o *gpuwarden.Offer) *Speed {
+	if r.anySpeed != nil {
+		return r.anySpeed
+	}
+	k := speedKey{o.GPU, o.GPUCount, o.VRAMGBPerGPU}
+	if s, ok := c.speeds[k]; ok {
+		return s
+	}
+	s := r.speedOf(o)
+	if c.speeds == nil {
+		c.speeds = map[speedKey]*Speed{}
+	}
+	c.speeds[k] = s
+	return s
+}
+
+// speedOf is the box's speed, worked out once per GPU model, count and
+// memory for the whole report.
+func (r *Report) speedOf(o *gpuwarden.Offer) *Speed {
+	if r.anySpeed != nil {
+		return r.anySpeed
+	}
+	k := speedKey{o.GPU, o.GPUCount, o.VRAMGBPerGPU}
+	r.speedMu.Lock()
+	defer r.speedMu.Unlock()
+	if s, ok := r.speedMap[k]; ok {
+		return s
+	}
+	s := r.speeds.speed(k)
+	if r.speedMap == nil {
+		r.speedMap = map[speedKey]*Speed{}
+	}
+	r.speedMap[k] = s
+	return s
+}
+
+// Speeds are the speeds the report worked out, one per GPU model, count
+// and memory, fastest first: what --explain prints.
+func (r *Report) Speeds() []*Speed {
+	if r.anySpeed != nil {
+		return []*Speed{r.anySpeed}
+	}
+	r.speedMu.Lock()
+	out := make([]*Speed, 0, len(r.speedMap))
+	for _, s := range r.speedMap {
+		out = append(out, s)
+	}
+	r.speedMu.Unlock()
+	slices.SortFunc(out, func(a, b *Speed) int {
+		if a.unknown != b.unknown {
+			return strings.Compare(a.unknown, b.unknown)
+		}
+		if c := cmpFloat(a.Hours, b.Hours); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.GPU, b.GPU); c != 0 {
+			return c
+		}
+		return cmpFloat(a.GPUs, b.GPUs)
+	})
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Unknown says why the model could not time this box, "" when it could.
+func (s *Speed) Unknown() string { return s.unknown }
+
+// finishHours is the wall-clock hours to finish on demand: the work itself
+// (a load is served for its hours whatever the boxes).
+func (s *Speed) finishHours() float64 {
+	if s.Replicas > 0 {
+		return s.Hours / float64(s.Replicas)
+	}
+	return s.Hours
+}
+
+// monthsSpanned is how many months of hours_per_month the box's billed
+// hours span, at least 1.
+func monthsSpanned(sp *Speed, hoursPerMonth float64) float64 {
+	if sp == nil || hoursPerMonth <= 0 {
+		return 1
+	}
+	return math.Max(sp.hours.onDemand.Billed()/hoursPerMonth, 1)
+}
+
+// overBudget reports whether a total breaks the monthly budget: work that
+// spans several months is held to the budget in each, so its total is
+// compared with the budget times the months it bills.
+func (r *Report) overBudget(total gpuwarden.Cents, h *Hours, sp *Speed) bool {
+	if r.BudgetLimit <= 0 {
+		return false
+	}
+	months := 1.0
+	if r.HoursPerMonth > 0 {
+		months = math.Max(h.Billed()/r.HoursPerMonth, 1)
+	}
+	if sp != nil && months < sp.hours.months && h == &sp.hours.monthly {
+		months = sp.hours.months
+	}
+	return float64(total) > float64(r.BudgetLimit)*months
+}
+
 // listPrice is the catalog's price of a billing mode, in the offer's currency.
 func listPrice(o *gpuwarden.Offer, b Billing) gpuwarden.Micros {
 	switch b {
@@ -585,19 +782,20 @@ func listPrice(o *gpuwarden.Offer, b Billing) gpuwarden.Micros {
 // hoursOf is the plan's month for a billing mode on a provider: its idle
 // hours are cut by auto-shutdown only where the plan's stop ends that
 // provider's bill (gpuwarden.StopEndsBill).
-func (r *Report) hoursOf(b Billing, provider string) *Hours {
+func (r *Report) hoursOf(b Billing, provider string, sp *Speed) *Hours {
 	ends := r.stopEndsBill(provider)
+	h := &sp.hours
 	switch {
 	case b == OnDemand && ends:
-		return &r.hours.onDemand
+		return &h.onDemand
 	case b == OnDemand:
-		return &r.hours.onDemandBilled
+		return &h.onDemandBilled
 	case b == Spot && ends:
-		return &r.hours.spot
+		return &h.spot
 	case b == Spot:
-		return &r.hours.spotBilled
+		return &h.spotBilled
 	}
-	return &r.hours.monthly
+	return &h.monthly
 }
 
 // stopEndsBill is gpuwarden.StopEndsBill for the plan's stop, worked out
@@ -616,10 +814,16 @@ func stopEndsByProvider(mode string) map[string]bool {
 // candidate prices one billing mode. The lines are built on the stack only
 // to add them up: Lines rebuilds them when asked, so ranking 100,000 offers
 // stores no lines at all.
-func (r *Report) candidate(o *gpuwarden.Offer, b Billing, shared sharedLines) Candidate {
+func (r *Report) candidate(o *gpuwarden.Offer, b Billing, shared sharedLines, sp *Speed) Candidate {
 	rate, _ := r.fx.convert(listPrice(o, b), o.Currency)
-	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: r.hoursOf(b, o.Provider), shared: shared.lines}
-	var buf [3]Line
+	c := Candidate{Offer: o, Billing: b, Rate: rate, Hours: r.hoursOf(b, o.Provider, sp), shared: shared.lines, Speed: sp}
+	c.months = sp.hours.months
+	if r.speeds.has {
+		// Only work stated as an amount can outlast the month; a month of
+		// work_hours keeps its storage for that month alone.
+		c.hoursPerMonth = r.HoursPerMonth
+	}
+	var buf [4]Line
 	c.Total = sum(c.ownLines(buf[:0])) + shared.total
 	return c
 }
@@ -631,8 +835,10 @@ func (r *Report) candidateAt(j int32) Candidate {
 	offer := r.cat.Offers.At(int(p.offer))
 	o := &offer
 	shared := r.sharedFor(o)
-	c := r.candidate(o, p.billing, shared)
-	c.Preferred, c.row = p.preferred, j
+	sp := r.speedOf(o)
+	c := r.candidate(o, p.billing, shared, sp)
+	c.Preferred, c.row = p.preferred(), j
+	c.TimeToFinish = roundHours(sp.finishHours() + c.Hours.Rework)
 	r.finish(&c, shared, &r.cents)
 	return c
 }
@@ -644,7 +850,7 @@ func (r *Report) finish(c *Candidate, shared sharedLines, cents *centArena) {
 	switch c.Billing {
 	case Spot:
 		if o.OnDemandHourly > 0 {
-			c.SpotSavings = cents.store(r.candidate(o, OnDemand, shared).Total - c.Total)
+			c.SpotSavings = cents.store(r.candidate(o, OnDemand, shared, c.Speed).Total - c.Total)
 		}
 	case Monthly:
 		c.BreakEvenHours = r.breakEvenHours(o)
@@ -669,15 +875,16 @@ func (r *Report) breakEvenHours(o *gpuwarden.Offer) float64 {
 // Lines is the candidate's bill: its hours (or its monthly price), then the
 // provider's egress and storage lines. Total is the sum of their amounts.
 func (c *Candidate) Lines() []Line {
-	return append(c.ownLines(make([]Line, 0, 3+len(c.shared))), c.shared...)
+	return append(c.ownLines(make([]Line, 0, 4+len(c.shared))), c.shared...)
 }
 
 // ownLines are the lines that depend on the billing mode: the hours at the
 // rate, or the monthly price.
 func (c *Candidate) ownLines(dst []Line) []Line {
 	if c.Billing == Monthly {
-		return append(dst, Line{Item: ItemMonthly, Quantity: gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: c.Rate,
-			Amount: gpuwarden.CentsOf(c.Rate)})
+		months := max(int64(c.months), 1)
+		return append(dst, Line{Item: ItemMonthly, Quantity: gpuwarden.Micros(months) * gpuwarden.MicrosPerUnit, Unit: UnitMonth, Rate: c.Rate,
+			Amount: gpuwarden.CentsOf(c.Rate) * gpuwarden.Cents(months)})
 	}
 	dst = append(dst, hoursLine(ItemCompute, c.Hours.Work, c.Rate))
 	if c.Hours.Idle > 0 {
@@ -685,6 +892,37 @@ func (c *Candidate) ownLines(dst []Line) []Line {
 	}
 	if c.Hours.Rework > 0 {
 		dst = append(dst, hoursLine(ItemRework, c.Hours.Rework, c.Rate))
+	}
+	return c.storageMore(dst)
+}
+
+// storageMore adds the storage of the further months that work longer than
+// a month keeps its data for: the shared storage line prices one month.
+// The months are the box's billed hours over the month's, prorated as
+// providers bill GB-months.
+func (c *Candidate) storageMore(dst []Line) []Line {
+	if c.hoursPerMonth <= 0 {
+		return dst
+	}
+	extra := math.Round((c.Hours.Billed()/c.hoursPerMonth-1)*100) / 100
+	if c.Billing == Monthly {
+		extra = c.months - 1
+	}
+	if extra <= 0 {
+		return dst
+	}
+	for _, l := range c.shared {
+		if l.Item != ItemStorage || l.Unpriced {
+			continue
+		}
+		more := Line{Item: ItemStorageMore, Unit: UnitGBMonth, Quantity: l.Quantity.Mul(gpuwarden.MicrosFromFloat(extra)),
+			Estimated: l.Estimated, Basis: l.Basis, Rate: l.Rate}
+		if l.Rate > 0 {
+			more.Amount = gpuwarden.MulCents(l.Rate, more.Quantity)
+		} else {
+			more.Amount = gpuwarden.Cents(math.Round(float64(l.Amount) * extra))
+		}
+		dst = append(dst, more)
 	}
 	return dst
 }
@@ -817,6 +1055,11 @@ func sum(lines []Line) gpuwarden.Cents {
 }
 
 func (r *Report) perResult(c *Candidate) {
+	if a := r.speeds.amount; r.speeds.has && a.results > 0 {
+		c.PerResult = &PerResult{Unit: a.unit, Results: a.results,
+			Amount: gpuwarden.MicrosFromFloat(c.Total.Micros().Float() / a.results)}
+		return
+	}
 	tp := r.plan.Workload.Throughput
 	per := tp.For(c.Offer.GPU)
 	if per <= 0 {

@@ -69,9 +69,18 @@ func (rs RightSizing) Message(cur gpuwarden.Currency) string {
 	}
 	if rs.Smaller != nil {
 		o := rs.Smaller.Offer
-		if rs.Current != nil {
+		switch {
+		case rs.Current != nil && rs.Current.Speed != nil && rs.Current.Speed.Basis != BasisWorkHours &&
+			rs.Current.PerResult != nil && rs.Smaller.PerResult != nil:
+			// With an amount of work the smaller card is compared by what a
+			// result costs on it, its speed counted, not by its memory.
+			unit := rs.Smaller.PerResult.Unit
+			ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it for %s against %s, %s less to finish",
+				o.Provider, o.Region, o.Instance, o.GPU, cur.FormatRate(cents(rs.Smaller.PerResult.Amount), unit),
+				cur.FormatRate(cents(rs.Current.PerResult.Amount), unit), cur.Format(rs.Saving)))
+		case rs.Current != nil:
 			ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it for %s a month less", o.Provider, o.Region, o.Instance, o.GPU, cur.Format(rs.Saving)))
-		} else {
+		default:
 			// No priced month of the card to compare with: no saving to claim.
 			ways = append(ways, fmt.Sprintf("%s %s %s (%s) does it", o.Provider, o.Region, o.Instance, o.GPU))
 		}
@@ -156,3 +165,6 @@ func rightSizing(r *Report, o *gpuwarden.Offer, cur *Candidate) *RightSizing {
 	}
 	return rs
 }
+
+// cents rounds a per-result cost to the cent for a sentence.
+func cents(m gpuwarden.Micros) gpuwarden.Micros { return gpuwarden.CentsOf(m).Micros() }

@@ -123,7 +123,6 @@ type CanaryRun struct {
 const (
 	BurninMaxAge  = 30 * 24 * time.Hour
 	DrillMaxAge   = 30 * 24 * time.Hour
-	PriceMaxAge   = 90 * 24 * time.Hour
 	DefaultTTL    = "72h"
 	idleMinutes   = 30
 	budgetHeadway = 1.2
@@ -480,7 +479,7 @@ func checkpoint(f Facts) Item {
 		return it
 	}
 	u, err := url.Parse(store)
-	if err != nil || u.Scheme != "s3" && u.Scheme != "gs" {
+	if err != nil || u.Scheme != "s3" && u.Scheme != "gs" && u.Scheme != "az" {
 		it.Status, it.Evidence = Warn, store+" is a directory: it lives and dies with the box unless it is a network volume"
 		it.Fix = "use an object store: data.checkpoint_store: s3://BUCKET/PREFIX?region=REGION"
 		return it
@@ -513,6 +512,9 @@ func checkpoint(f Facts) Item {
 func providerOfScheme(scheme, fallback string) string {
 	if scheme == "gs" {
 		return "gcp"
+	}
+	if scheme == "az" {
+		return "azure"
 	}
 	if fallback == "" {
 		return "aws"
@@ -648,15 +650,15 @@ func catalogAge(f Facts) Item {
 		it.Status, it.Evidence = Warn, "no catalog read"
 		return it
 	}
-	if stale := catalog.Stale(f.Catalog, f.Now, PriceMaxAge); len(stale) > 0 {
+	if stale := catalog.Stale(f.Catalog, f.Now, catalog.PriceMaxAge); len(stale) > 0 {
 		it.Status, it.Evidence = Warn, stale[0]
 		if len(stale) > 1 {
 			it.Evidence += fmt.Sprintf(" (and %d more)", len(stale)-1)
 		}
-		it.Fix = "refresh the catalog (a new SkyPilot vms.csv with --catalog), or check the prices by hand"
+		it.Fix = "refresh the prices: gpuwarden catalog update (or a newer file with --catalog)"
 		return it
 	}
-	it.Status, it.Evidence = OK, "every price source is under 90 days old"
+	it.Status, it.Evidence = OK, fmt.Sprintf("every price source is under %d days old", int(catalog.PriceMaxAge.Hours()/24))
 	return it
 }
 

@@ -115,6 +115,7 @@ func TestEveryItemPassesAndFails(t *testing.T) {
 		{"checkpoint", goodPlan, nil, OK, "us-east-1"},
 		{"checkpoint", strings.Replace(goodPlan, "  checkpoint_store: s3://ckpt/qlora?region=us-east-1\n", "", 1), nil, Fail, "reclaimed box"},
 		{"checkpoint", strings.Replace(goodPlan, "region=us-east-1", "region=eu-west-1", 1), nil, Warn, "inter-region"},
+		{"checkpoint", strings.Replace(goodPlan, "s3://ckpt/qlora", "az://acct1/ckpt/qlora", 1), nil, OK, "az://acct1/ckpt/qlora"},
 		{"card-size", goodPlan, nil, OK, "needs"},
 		{"card-size", goodPlan, func(f *Facts) { f.WeekGPUMemPercent = 9 }, Warn, "9 %"},
 		{"webhook", goodPlan, nil, OK, "answered"},
@@ -122,7 +123,7 @@ func TestEveryItemPassesAndFails(t *testing.T) {
 			f.Webhooks = map[string]error{"https://hooks.example.com/services/T0/B0/X": errors.New("connection refused")}
 		}, Fail, "connection refused"},
 		{"webhook", strings.Replace(goodPlan, "webhooks: [https://hooks.example.com/services/T0/B0/X]\n", "", 1), nil, Warn, "no webhooks"},
-		{"prices", goodPlan, nil, OK, "90 days"},
+		{"prices", goodPlan, nil, OK, "30 days"},
 		{"prices", goodPlan, func(f *Facts) { f.Now = now.AddDate(1, 0, 0) }, Warn, "days old"},
 		{"lock", goodPlan, nil, OK, "matches"},
 		{"lock", goodPlan, func(f *Facts) { f.LockFound = false }, Fail, "no gpuwarden.lock"},
@@ -215,7 +216,7 @@ func TestOversizedPlanThenFixed(t *testing.T) {
 	for _, line := range []string{
 		"    launch: vastai create instance $OFFER_ID --image vllm/vllm-openai --disk 40 --label {{.Name}}\n",
 		"    stop: vastai destroy instance {{.InstanceID}}\n",
-		"  monthly_limit: 100         # per month; 0 is no limit, and no alert can fire\n",
+		"  monthly_limit: 50          # per month; 0 is no limit, and no alert can fire\n",
 		"# A 7B chat model",
 	} {
 		if !strings.Contains(string(fixed), line) {
@@ -226,7 +227,7 @@ func TestOversizedPlanThenFixed(t *testing.T) {
 	for _, it := range again {
 		switch {
 		case it.ID == "card-size":
-			if it.Status != Fail || !strings.Contains(it.Evidence, "target plan-a still rents vast France 1x-H200") || !strings.Contains(it.Fix, "aws us-east-1 g4dn.xlarge") {
+			if it.Status != Fail || !strings.Contains(it.Evidence, "target plan-a still rents vast France 1x-H200-32-65536") || !strings.Contains(it.Fix, "aws us-west-2 g4dn.xlarge") {
 				t.Errorf("after the fixes card-size = %s: %s (fix: %s); want a failure naming plan-a and the box", it.Status, it.Evidence, it.Fix)
 			}
 		case it.PlanFile && it.Status == Fail:
@@ -259,7 +260,7 @@ workload: {kind: inference, params_b: 7, precision: int4}
 work_hours: 100
 budget: {monthly_limit: 1000, currency: USD, alerts_percent: [50]}
 box: {provider: aws, region: us-east-1, instance: p4de.24xlarge}
-providers: {exclude: [azure, gcp, lambda, runpod, vast]}
+residency: {regions: ["aws:us-east-1"]}
 targets:
   - {name: plan-a, provider: aws, region: us-east-1, offer: p4de.24xlarge, launch: LAUNCH}
 `

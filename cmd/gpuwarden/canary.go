@@ -483,7 +483,7 @@ func (r *canaryReport) probeChecks(g gpuwarden.GPU, o probeOutcome) {
 }
 
 func gpuSpec(model string) (gpuwarden.GPUSpec, bool) {
-	cat, err := catalog.Embedded()
+	cat, err := catalog.EmbeddedTables()
 	if err != nil {
 		return gpuwarden.GPUSpec{}, false
 	}

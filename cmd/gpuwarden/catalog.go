@@ -22,7 +22,10 @@ func (a *app) catalogCommand() *cobra.Command {
 		Long: `catalog keeps the prices plan, offers and preflight rank with fresh: update
 downloads the catalogs SkyPilot publishes for each cloud and Azure's retail
 prices into DATA_DIR/catalogs; list shows each one and its age. Without a
-download the embedded snapshot is used, with a warning.
+download the embedded snapshot is used (SkyPilot's v8 GPU rows, dated): the
+prices: line of every plan, offers and preflight gives its date, and says so
+when it is over 30 days old or leaves fewer than 3 providers where the work
+may run.
 
 ` + exitCodes("0  done", "2  bad usage", "3  a source could not be fetched (update)", "4  internal error"),
 		Example: `  gpuwarden catalog update

@@ -87,8 +87,9 @@ func TestLogLevelHelpSaysEachDefault(t *testing.T) {
 	}
 }
 
-// TestPlanPerResultNamesItsUnit: the month's results are counted in the
-// plan's unit ("1k requests"), with thousands grouped, not a bare 21900.
+// TestPlanPerResultNamesItsUnit: the results are counted in the plan's
+// unit ("1k requests"), with thousands grouped, not a bare 21900: the
+// month's, or with a load the whole work's ("to finish").
 func TestPlanPerResultNamesItsUnit(t *testing.T) {
 	r := gw(t, t.TempDir(), "plan", filepath.Join(repoRoot(t), "examples", "inference-13b-int4.yaml"), "--limit", "3")
 	lines := regexp.MustCompile(`(?m)^  per result .*$`).FindAllString(r.stdout, -1)
@@ -96,7 +97,7 @@ func TestPlanPerResultNamesItsUnit(t *testing.T) {
 		t.Fatalf("exit %d, no per-result line:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, l := range lines {
-		if !regexp.MustCompile(`^  per result +\d{1,3}(,\d{3})*(\.\d+)? × 1k requests a month +\$[\d.]+/1k requests$`).MatchString(l) {
+		if !regexp.MustCompile(`^  per result +\d{1,3}(,\d{3})*(\.\d+)? × 1k requests (a month|to finish) +\$[\d.]+/1k requests$`).MatchString(l) {
 			t.Errorf("per-result line %q does not say how many of what", l)
 		}
 	}

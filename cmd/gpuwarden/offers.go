@@ -67,7 +67,7 @@ cheaper of on-demand and spot, in the offer's own currency.
 			if err := checkFilterNames(catalog.KnownNames(cat), f); err != nil {
 				return err
 			}
-			priceAges(a.stderr, a.now(), cat.Sources)
+			priceAges(a.stderr, a.now(), cat, countryList(f.Country))
 			warnAll(a.stderr, cat.Warnings)
 			offers := filterOffers(&cat.Offers, f)
 			switch output {
@@ -230,4 +230,13 @@ func undatedCell(asOf string) string {
 		return "undated"
 	}
 	return asOf
+}
+
+// countryList splits --country after CountryCodes made it codes; "" is
+// anywhere, no list.
+func countryList(codes string) []string {
+	if codes == "" {
+		return nil
+	}
+	return strings.Split(codes, ",")
 }

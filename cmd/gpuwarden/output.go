@@ -23,9 +23,6 @@ import (
 // pageWidth is the widest line the human output may print.
 const pageWidth = 100
 
-// staleAfter is the age past which a price is flagged as old.
-const staleAfter = 90 * 24 * time.Hour
-
 // catalogFlags are the flags of every command that reads prices.
 type catalogFlags struct {
 	files      []string
@@ -75,7 +72,7 @@ func (f *catalogFlags) loadWith(now time.Time, planFiles []string, planEmbedded 
 	if err != nil {
 		return nil, err
 	}
-	cat.Warnings = append(cat.Warnings, catalog.Stale(cat, now, staleAfter)...)
+	cat.Warnings = append(cat.Warnings, catalog.Stale(cat, now, catalog.PriceMaxAge)...)
 	return cat, nil
 }
 
@@ -226,10 +223,15 @@ func wrapHanging(text, lead, indent string, width int) string {
 	return b.String()
 }
 
-// priceAges prints where the downloaded prices come from and how old they
-// are, one line per source, so that every report says its prices' age.
-func priceAges(w io.Writer, now time.Time, sources []gpuwarden.PriceSource) {
-	for _, s := range sources {
+// priceAges prints where the prices come from and how old they are: the
+// embedded snapshot's date, one line per downloaded source, and whether the
+// snapshot is old or countries (a plan's residency, offers' --country)
+// leave fewer than three providers, with the fix. Every report says it.
+func priceAges(w io.Writer, now time.Time, cat *gpuwarden.Catalog, countries []string) {
+	for _, line := range catalog.PriceNotes(cat, now, countries) {
+		fmt.Fprint(w, wrap(line, "prices: ", pageWidth))
+	}
+	for _, s := range cat.Sources {
 		fmt.Fprint(w, wrap(fmt.Sprintf("%s: %d offers downloaded %s, checked %s ago (%s)", s.Provider, s.Offers,
 			s.FetchedAt.UTC().Format("2006-01-02 15:04 UTC"), catalog.FormatAge(now.Sub(s.CheckedAt)), s.URL), "prices: ", pageWidth))
 	}
@@ -282,4 +284,12 @@ func leanLoad() (end func()) {
 		}
 		codepages.Drop()
 	}
+}
+
+// residencyOf is the countries a plan may run in; none without a plan.
+func residencyOf(p *gpuwarden.Plan) []string {
+	if p == nil {
+		return nil
+	}
+	return p.Residency.Countries
 }

@@ -32,15 +32,24 @@ func (a *app) planCommand() *cobra.Command {
 		explain       bool
 		allExclusions bool
 		limit         int
+		deadline      string
 	)
 	c := &cobra.Command{
 		Use:   "plan [FILE]",
-		Short: "Size the card and rank offers by the whole month's cost",
+		Short: "Size the card and rank offers by the cost to finish the work",
 		Long: `plan reads a plan file (default gpuwarden.yaml), sizes the VRAM the workload
-needs, prices every catalog offer that fits for one month — compute for the
-working hours, idle hours the box stays on, spot rework, egress by tier and
-storage — and ranks them, marking plan A and a plan B on another provider or
-region. Offers left out are listed with the reason.
+needs, works out how long each box takes to finish the work, prices every
+catalog offer that fits — compute for those hours, idle hours the box stays
+on, spot rework, egress by tier and storage — and ranks them by the cost to
+finish, marking plan A and a plan B on another provider or region. Offers
+left out are listed with the reason.
+
+The work is an amount where it has one (tokens_b, epochs, frames,
+requests_per_second; docs/sizing.md): a box's hours then come from the
+card's datasheet and a published MFU, from the plan's throughput figures, or
+from a run's measured progress on that card (gpuwarden progress --gpu, read
+from --data-dir's ledger), and --explain prints each box's figure. With
+work_hours alone every card gets the same hours and speed is ignored.
 
 Every total is the sum of its printed lines, in the budget's currency.
 
@@ -50,6 +59,7 @@ Every total is the sum of its printed lines, in the budget's currency.
 			"4  internal error"),
 		Example: `  gpuwarden plan examples/notebook-a100.yaml --catalog examples/notebook-a100.csv
   gpuwarden plan gpuwarden.yaml --explain
+  gpuwarden plan examples/pretrain-7b.yaml --deadline 72h
   gpuwarden plan gpuwarden.yaml --catalog aws/vms.csv -o json
   gpuwarden plan gpuwarden.yaml -o targets >> gpuwarden.yaml`,
 		Args: cobra.MaximumNArgs(1),
@@ -69,6 +79,22 @@ Every total is the sum of its printed lines, in the budget's currency.
 				return err
 			}
 			p := pf.Plan
+			if deadline != "" {
+				if _, err := gpuwarden.ParseDeadline(deadline); err != nil {
+					return gpuwarden.Errorf(gpuwarden.EInvalid, "--deadline: %v", err)
+				}
+				if !p.Workload.HasAmount() {
+					return gpuwarden.Errorf(gpuwarden.EInvalid, "--deadline needs the work as an amount").
+						WithHint("with work_hours every box takes the same hours; state tokens_b, frames or a load in the plan (docs/sizing.md)")
+				}
+				p.Deadline = deadline
+			}
+			var in plan.Inputs
+			if p.Workload.HasAmount() && cats.dataDir != nil {
+				if in.Measured, err = readMeasurements(cmd.Context(), cats.dataDir()); err != nil {
+					return err
+				}
+			}
 			defer pricingGC()()
 			loaded := leanLoad()
 			cat, err := cats.loadWith(a.now(), planCatalogs(path, p), p.EmbeddedCatalog == nil || *p.EmbeddedCatalog)
@@ -81,12 +107,12 @@ Every total is the sum of its printed lines, in the budget's currency.
 			if err := pf.CheckNames(catalog.KnownNames(cat)); err != nil {
 				return err
 			}
-			r, err := plan.Rank(p, cat)
+			r, err := plan.RankWith(p, cat, in)
 			if err != nil {
 				return err
 			}
 			r.Warnings = append(r.Warnings, cat.Warnings...)
-			priceAges(a.stderr, a.now(), cat.Sources)
+			priceAges(a.stderr, a.now(), cat, p.Residency.Countries)
 			warnAll(a.stderr, r.Warnings)
 			v := planView{Report: r, Schema: planJSONSchema, File: path, PriceSources: nonNilSources(cat.Sources),
 				Exclusions: summariseExclusions(r)}
@@ -118,7 +144,8 @@ Every total is the sum of its printed lines, in the budget's currency.
 	}
 	cats.registerDownloads(c)
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json, csv, md, or targets (a launch plan for the plan file)")
-	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing")
+	c.Flags().BoolVar(&explain, "explain", false, "show the VRAM arithmetic behind the sizing and each box's time to finish")
+	c.Flags().StringVar(&deadline, "deadline", "", "leave out boxes that cannot finish the work within this `DURATION` (72h, 10d, 2w); overrides deadline: in the plan")
 	c.Flags().BoolVar(&allExclusions, "all-exclusions", false, "-o json: list every excluded offer, not a count per reason and a sample of 20")
 	c.Flags().IntVar(&limit, "limit", 10, "ranked rows to show in table, md and json output (0 = all; plan B always shows)")
 	return c
@@ -269,7 +296,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 		v.explain(&b)
 	}
 	if v.RankedCount() > 0 {
-		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
+		rows := [][]string{{"#", "OFFER", "GPUS", "BILLING", "FINISH", "COMPUTE", "IDLE", "DATA", "TOTAL"}}
 		anyUnpriced, anyEstimated := false, false
 		shown := v.shown(limit)
 		for _, c := range shown {
@@ -288,11 +315,11 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 				total += "*"
 				anyUnpriced = true
 			}
-			rows = append(rows, []string{rank, offerName(c.Offer), gpus(c.Offer), c.Billing.String(),
+			rows = append(rows, []string{rank, offerName(c.Offer), gpus(c.Offer), c.Billing.String(), finish(c),
 				v.money(compute), v.money(idle), v.money(data), total})
 		}
 		fitOfferColumn(rows, 1)
-		rightAlign(rows, 4, 5, 6, 7)
+		rightAlign(rows, 4, 5, 6, 7, 8)
 		t := newTable(&b)
 		for _, r := range rows {
 			t.row(r...)
@@ -303,7 +330,7 @@ func (v planView) table(w io.Writer, limit int, explain bool) error {
 		if n := v.RankedCount() - len(shown); n > 0 {
 			fmt.Fprintf(&b, "… %d more (--limit 0 shows all)\n", n)
 		}
-		fmt.Fprintln(&b, "A = plan A, B = plan B; IDLE includes spot rework, DATA is egress + storage")
+		fmt.Fprintln(&b, "A = plan A, B = plan B; FINISH: time to finish; IDLE: idle + spot rework; DATA: egress + storage")
 		if anyEstimated {
 			fmt.Fprintln(&b, "~ the provider has no egress or storage price: estimated from other providers (docs/pricing.md)")
 		}
@@ -343,7 +370,41 @@ func (v planView) header(b *strings.Builder) {
 	if v.BudgetLimit > 0 {
 		budget = "budget " + v.money(v.BudgetLimit)
 	}
-	fmt.Fprintf(b, "Month     %s h, %s h of work, %s; %s\n\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours), policy, budget)
+	if v.Amount != "" {
+		work := v.Amount + "; ranked by the cost to finish"
+		if v.DeadlineHours > 0 {
+			work += ", within " + hoursText(v.DeadlineHours)
+		}
+		fmt.Fprint(b, wrap(work, "Work      ", pageWidth))
+		fmt.Fprintf(b, "Month     %s h, %s; %s\n\n", trimFloat(v.HoursPerMonth), policy, budget)
+		return
+	}
+	fmt.Fprintf(b, "Month     %s h, %s h of work, %s; %s\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours), policy, budget)
+	if v.plan().Workload.Kind != gpuwarden.KindNotebook {
+		// Human time is a notebook's work; anything else could be timed.
+		fmt.Fprintln(b, "Speed     ignored: work_hours is the same on any card (state the amount: docs/sizing.md)")
+	}
+	fmt.Fprintln(b)
+}
+
+// finish is the FINISH cell: the time to finish on the box, or the boxes
+// an inference load needs (served for its hours whatever the box).
+func finish(c *plan.Candidate) string {
+	if c.Speed != nil && c.Speed.Replicas == 1 {
+		return "1 box"
+	}
+	if c.Speed != nil && c.Speed.Replicas > 1 {
+		return fmt.Sprintf("%d boxes", c.Speed.Replicas)
+	}
+	return hoursText(c.TimeToFinish)
+}
+
+// hoursText writes hours as people read a duration: 81 h, 25 d.
+func hoursText(h float64) string {
+	if h >= 96 {
+		return strconv.FormatFloat(math.Round(h/24*10)/10, 'f', -1, 64) + " d"
+	}
+	return strconv.FormatFloat(math.Round(h*10)/10, 'f', -1, 64) + " h"
 }
 
 func (v planView) plan() *gpuwarden.Plan { return v.Report.Plan() }
@@ -365,6 +426,39 @@ func (v planView) explain(b *strings.Builder) {
 		fmt.Fprint(b, wrap(n, "  note: ", pageWidth))
 	}
 	fmt.Fprintln(b)
+	v.explainSpeeds(b)
+}
+
+// explainSpeedsMax is how many boxes --explain times in full.
+const explainSpeedsMax = 12
+
+// explainSpeeds prints how long each kind of box takes and why: the model's
+// terms (peak, MFU, the scaling its interconnect gives), a measurement, or
+// the plan's own figure.
+func (v planView) explainSpeeds(b *strings.Builder) {
+	if v.Amount == "" {
+		return
+	}
+	fmt.Fprintln(b, "Time to finish (box hours; docs/sizing.md)")
+	speeds := v.Speeds()
+	shown := 0
+	for _, s := range speeds {
+		if s.Unknown() != "" {
+			continue
+		}
+		if shown == explainSpeedsMax {
+			fmt.Fprintf(b, "  … %d more boxes\n", len(speeds)-shown)
+			break
+		}
+		shown++
+		head := fmt.Sprintf("%s× %s: %s", trimFloat(s.GPUs), s.GPU, hoursText(s.Hours))
+		if s.Scaling > 0 && s.Basis != plan.BasisThroughput && s.Basis != plan.BasisMeasured {
+			head += fmt.Sprintf(", scaling %.3f over %s", s.Scaling, s.Link)
+		}
+		fmt.Fprint(b, wrapHanging(head+"; "+s.Detail, "  ", "      ", pageWidth))
+	}
+	fmt.Fprintf(b, "  scaling per doubling of GPUs: NVSwitch %.2f, NVLink bridge %.2f then PCIe, PCIe %.2f; across boxes %.2f\n\n",
+		gpuwarden.ScalePerDoublingNVSwitch, gpuwarden.ScalePerDoublingBridge, gpuwarden.ScalePerDoublingPCIe, gpuwarden.ScalePerDoublingAcrossBoxes)
 }
 
 // fitOfferColumn truncates the free-text column so the table fits the page.
@@ -402,8 +496,15 @@ func (v planView) bill(b *strings.Builder, title string, c *plan.Candidate) {
 	}
 	rows = append(rows, []string{"  total", "", total})
 	if c.PerResult != nil {
-		rows = append(rows, []string{"  per result", resultCount(c.PerResult.Results) + " × " + c.PerResult.Unit + " a month",
+		when := " a month"
+		if v.Amount != "" {
+			when = " to finish"
+		}
+		rows = append(rows, []string{"  per result", resultCount(c.PerResult.Results) + " × " + c.PerResult.Unit + when,
 			v.Currency.FormatRate(fourPlaces(c.PerResult.Amount), c.PerResult.Unit)})
+	}
+	if v.Amount != "" && c.Speed != nil {
+		rows = append(rows, []string{"  time to finish", hoursText(c.TimeToFinish) + " (" + c.Speed.Basis + ")", ""})
 	}
 	rightAlign(rows, 2)
 	t := newTable(b)
@@ -458,7 +559,7 @@ func (v planView) findings(b *strings.Builder) {
 }
 
 // exclusionOrder is the order reasons are printed in: fit first, money last.
-var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonResidency, plan.ReasonProvider,
+var exclusionOrder = []plan.Reason{plan.ReasonTooSmall, plan.ReasonNoSpeed, plan.ReasonDeadline, plan.ReasonResidency, plan.ReasonProvider,
 	plan.ReasonCurrency, plan.ReasonSpot, plan.ReasonBudget}
 
 // exclusions prints one line per reason: how many offers it left out and the
@@ -488,7 +589,8 @@ func (v planView) exclusions(b *strings.Builder) {
 }
 
 var planCSVHeader = []string{"rank", "role", "provider", "region", "country", "instance", "gpu", "gpu_count",
-	"billing", "currency", "rate", "compute", "idle", "rework", "egress", "storage", "total", "per_result", "result_unit", "as_of", "source"}
+	"billing", "currency", "rate", "compute", "idle", "rework", "egress", "storage", "total", "per_result", "result_unit", "as_of", "source",
+	"work_hours", "time_to_finish_h", "speed_basis"}
 
 func (v planView) csv(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -505,7 +607,7 @@ func (v planView) csv(w io.Writer) error {
 				amounts[1] += l.Amount
 			case plan.ItemRework:
 				amounts[2] += l.Amount
-			case plan.ItemStorage:
+			case plan.ItemStorage, plan.ItemStorageMore:
 				amounts[4] += l.Amount
 			default:
 				amounts[3] += l.Amount
@@ -519,7 +621,8 @@ func (v planView) csv(w io.Writer) error {
 		rec := []string{strconv.Itoa(int(c.Rank)), c.Role.String(), o.Provider, o.Region, o.Country, o.Instance, o.GPU,
 			strconv.FormatFloat(o.GPUCount, 'f', -1, 64), c.Billing.String(), string(v.Currency), c.Rate.String(),
 			amounts[0].Decimal(), amounts[1].Decimal(), amounts[2].Decimal(), amounts[3].Decimal(), amounts[4].Decimal(),
-			c.Total.Decimal(), perResult, unit, o.AsOf, o.Source}
+			c.Total.Decimal(), perResult, unit, o.AsOf, o.Source,
+			trimFloat(c.Hours.Work), trimFloat(c.TimeToFinish), c.Speed.Basis}
 		if err := cw.Write(textsafe.CSVRecord(rec)); err != nil {
 			return err
 		}
@@ -539,18 +642,22 @@ func (v planView) markdown(w io.Writer, limit int) error {
 	if v.SmallestCard != nil {
 		fmt.Fprintf(&b, " (smallest card %s)", v.SmallestCard)
 	}
-	fmt.Fprintf(&b, "\n- Month: %s h, %s h of work\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours))
+	if v.Amount != "" {
+		fmt.Fprintf(&b, "\n- Work: %s, ranked by the cost to finish\n", textsafe.MarkdownCell(v.Amount))
+	} else {
+		fmt.Fprintf(&b, "\n- Month: %s h, %s h of work on any card (work_hours: speed ignored)\n", trimFloat(v.HoursPerMonth), trimFloat(v.WorkHours))
+	}
 	if v.BudgetLimit > 0 {
 		fmt.Fprintf(&b, "- Budget: %s\n", v.money(v.BudgetLimit))
 	}
 	if v.RankedCount() > 0 {
-		fmt.Fprintln(&b, "\n| # | Role | Offer | GPUs | Billing | Compute | Idle + rework | Data | Total |")
-		fmt.Fprintln(&b, "|--:|---|---|---|---|--:|--:|--:|--:|")
+		fmt.Fprintln(&b, "\n| # | Role | Offer | GPUs | Billing | Finish | Compute | Idle + rework | Data | Total |")
+		fmt.Fprintln(&b, "|--:|---|---|---|---|--:|--:|--:|--:|--:|")
 		for _, c := range v.shown(limit) {
 			compute, idle, data := columns(c)
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Rank, c.Role,
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Rank, c.Role,
 				textsafe.MarkdownCell(c.Offer.Provider+" "+c.Offer.Region+" "+c.Offer.Instance), textsafe.MarkdownCell(gpus(c.Offer)), c.Billing,
-				v.money(compute), v.money(idle), v.money(data), v.money(c.Total))
+				finish(c), v.money(compute), v.money(idle), v.money(data), v.money(c.Total))
 		}
 	}
 	if len(v.Findings) > 0 {

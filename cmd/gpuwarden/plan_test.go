@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPlanJSONExclusionSummary: -o json counts exclusions per reason and
@@ -148,3 +151,134 @@ func BenchmarkPlanJSON100kBudget(b *testing.B) {
 type countingDiscard struct{ n int }
 
 func (c *countingDiscard) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+
+// gwAt runs the binary with --now set to a day, for progress recorded a
+// day apart.
+func gwAt(t *testing.T, day string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--now", day}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// TestPlanMeasuredThroughput: progress recorded with --gpu on a box
+// replaces the model's estimate for that card in plan, which says so and
+// when, and scales the other cards by the model's ratio.
+func TestPlanMeasuredThroughput(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	planFile := filepath.Join(dir, "gpuwarden.yaml")
+	if err := os.WriteFile(planFile, []byte("name: measured\nworkload:\n  kind: pretrain\n  params_b: 7\n  tokens_b: 20\n"+
+		"budget:\n  monthly_limit: 0\n  currency: USD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	offers := filepath.Join(dir, "offers.csv")
+	if err := os.WriteFile(offers, []byte("provider,region,country,instance,gpu,gpu_count,vram_gb_per_gpu,currency,on_demand_hourly,spot_hourly,monthly,as_of,source\n"+
+		"lambda,us-east-1,US,gpu_8x_h100,H100-SXM,8,80,USD,24.00,,,2026-11,test\n"+
+		"lambda,us-east-1,US,gpu_8x_a100,A100-80GB,8,80,USD,14.00,,,2026-11,test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"plan", planFile, "--data-dir", data, "--no-embedded", "--catalog", offers, "--explain"}
+
+	before := gw(t, dir, args...)
+	if before.code != 0 || !strings.Contains(before.stdout, "8× H100-SXM: ") || strings.Contains(before.stdout, "measured:") {
+		t.Fatalf("before any progress: exit %d, want the model's figures only\n%s%s", before.code, before.stdout, before.stderr)
+	}
+	// 4.8 B tokens in the 24 h after the first report: 200 M tokens an hour
+	// on 8× H100, so 20 B tokens take 100 h there.
+	for _, p := range []struct{ day, count string }{{"2026-11-27", "1000"}, {"2026-11-28", "4800000000"}} {
+		if r := gwAt(t, p.day, "progress", "tokens", p.count, "--gpu", "H100_SXM5", "--gpus", "8", "--data-dir", data); r.code != 0 {
+			t.Fatalf("progress: exit %d: %s", r.code, r.stderr)
+		}
+	}
+	if r := gw(t, dir, "progress", "tokens", "5", "--gpu", "H100-SXM", "--data-dir", data); r.code != 2 {
+		t.Errorf("--gpu without --gpus: exit %d, want 2", r.code)
+	}
+	after := gw(t, dir, append(args, "-o", "json")...)
+	if after.code != 0 {
+		t.Fatalf("plan: exit %d\n%s", after.code, after.stderr)
+	}
+	var out struct {
+		Ranked []struct {
+			Offer struct{ GPU string }   `json:"offer"`
+			Hours struct{ Work float64 } `json:"hours"`
+			Speed struct {
+				Basis      string     `json:"basis"`
+				MeasuredAt *time.Time `json:"measured_at"`
+			} `json:"speed"`
+			TimeToFinish float64 `json:"time_to_finish_h"`
+		} `json:"ranked"`
+	}
+	if err := json.Unmarshal([]byte(after.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		basis string
+		hours float64
+	}{
+		"H100-SXM":  {"measured", 100},
+		"A100-80GB": {"measured-scaled", 100 * 989 / 312.0},
+	}
+	if len(out.Ranked) != 2 {
+		t.Fatalf("ranked %d, want 2", len(out.Ranked))
+	}
+	for _, c := range out.Ranked {
+		w := want[c.Offer.GPU]
+		if c.Speed.Basis != w.basis || math.Abs(c.Hours.Work-w.hours) > 0.01 || c.Speed.MeasuredAt == nil ||
+			c.Speed.MeasuredAt.Format("2006-01-02") != "2026-11-28" {
+			t.Errorf("%s: %s, %v h, measured at %v; want %s, %.2f h, 2026-11-28", c.Offer.GPU, c.Speed.Basis, c.Hours.Work, c.Speed.MeasuredAt, w.basis, w.hours)
+		}
+	}
+	table := gw(t, dir, args...)
+	flat := strings.Join(strings.Fields(table.stdout), " ") // --explain wraps its lines
+	if !strings.Contains(flat, "8× H100-SXM: 4.2 d; measured: 200,000,000 tokens per box hour on 8× H100-SXM, recorded 2026-11-28 00:00 UTC") ||
+		!strings.Contains(flat, "time to finish 4.2 d (measured)") || !strings.Contains(flat, "plan A's 100 h come from a run's measured progress") {
+		t.Errorf("plan does not say the figure was measured, and when:\n%s", table.stdout)
+	}
+}
+
+// TestPlanDeadlineFlag: --deadline leaves out boxes that cannot finish in
+// time, names the reason, and is refused without an amount of work.
+func TestPlanDeadlineFlag(t *testing.T) {
+	root := repoRoot(t)
+	r := gw(t, root, "plan", "examples/pretrain-7b.yaml", "--deadline", "48h", "-o", "json", "--data-dir", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		DeadlineH  float64 `json:"deadline_h"`
+		Exclusions struct {
+			ByReason map[string]int `json:"by_reason"`
+		} `json:"exclusions"`
+		Ranked []struct {
+			TimeToFinish float64 `json:"time_to_finish_h"`
+		} `json:"ranked"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.DeadlineH != 48 || out.Exclusions.ByReason["too-slow"] == 0 || len(out.Ranked) == 0 {
+		t.Errorf("deadline %v h, %d too-slow, %d ranked: want 48 h, some left out, some ranked", out.DeadlineH, out.Exclusions.ByReason["too-slow"], len(out.Ranked))
+	}
+	for _, c := range out.Ranked {
+		if c.TimeToFinish > 48+24 { // on demand within 48 h; spot adds its rework
+			t.Errorf("ranked a box that needs %v h", c.TimeToFinish)
+		}
+	}
+	for _, tt := range []struct{ args []string }{
+		{[]string{"plan", "examples/pretrain-7b.yaml", "--deadline", "soon"}},
+		{[]string{"plan", "examples/notebook-a100.yaml", "--deadline", "72h"}},
+	} {
+		if r := gw(t, root, tt.args...); r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\n%s", tt.args, r.code, r.stderr)
+		}
+	}
+}

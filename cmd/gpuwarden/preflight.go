@@ -113,7 +113,7 @@ func (a *app) runPreflight(ctx context.Context, f *preflightFlags, args []string
 		return err
 	}
 	items := preflight.Check(facts)
-	priceAges(a.stderr, a.now(), facts.Catalog.Sources)
+	priceAges(a.stderr, a.now(), facts.Catalog, residencyOf(facts.Plan))
 	if f.output == "json" {
 		if err := writeJSON(a.stdout, "preflight", map[string]any{"plan": path, "items": items, "failed": preflight.Failed(items, f.strict),
 			"price_sources": nonNilSources(facts.Catalog.Sources)}); err != nil {

@@ -69,11 +69,11 @@ func TestPreflightFixesTheOversizedPlan(t *testing.T) {
 		}
 	}
 	wantRemoved := []string{"-  monthly_limit: 0           # per month; 0 is no limit, and no alert can fire",
-		"-  provider: vast", "-  region: France", "-  instance: 1x-H200"}
+		"-  provider: vast", "-  region: France", "-  instance: 1x-H200-32-65536"}
 	if strings.Join(removed, "\n") != strings.Join(wantRemoved, "\n") {
 		t.Errorf("the diff removes\n%s\nwant only\n%s\n--- the diff:\n%s", strings.Join(removed, "\n"), strings.Join(wantRemoved, "\n"), diff)
 	}
-	if len(added) == 0 || added[0] != "+  monthly_limit: 100         # per month; 0 is no limit, and no alert can fire" {
+	if len(added) == 0 || added[0] != "+  monthly_limit: 50          # per month; 0 is no limit, and no alert can fire" {
 		t.Errorf("the diff adds\n%s", strings.Join(added, "\n"))
 	}
 	fixed := readFile(t, plan)
@@ -86,8 +86,8 @@ func TestPreflightFixesTheOversizedPlan(t *testing.T) {
 	// The fixes leave the user's launch command as written, so plan A still
 	// rents the H200: card-size says so, and names what to change by hand.
 	r = gw(t, dir, args...)
-	if r.code != 1 || !regexp.MustCompile(`(?m)^✗ card-size +target plan-a still rents vast France 1x-H200`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, "fix: point target plan-a at the box, aws us-east-1 g4dn.xlarge") {
+	if r.code != 1 || !regexp.MustCompile(`(?m)^✗ card-size +target plan-a still rents vast France 1x-H200-32-65536`).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "fix: point target plan-a at the box, aws us-west-2 g4dn.xlarge") {
 		t.Errorf("after the fixes: exit %d, want 1 and card-size naming plan-a\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, ok := range []string{"plan-b", "budget-alerts"} {

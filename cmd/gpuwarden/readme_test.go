@@ -31,9 +31,9 @@ package main
 //     appears (the README's Ctrl-C and kill -TERM), a server left running in
 //     "a terminal of its own" whose first lines are compared, and a command
 //     that stands in for one (go build of the trainer: the prebuilt one).
-//   - `gpuwarden plan`, `offers` and `preflight` run as of 2026-11-29 (the
+//   - `gpuwarden plan`, `offers` and `preflight` run as of 2026-12-06 (the
 //     hidden --now), as TestReadmeIsTrue did: the embedded prices are dated
-//     2026-11 and warn after 90 days, and the README shows them unwarned.
+//     2026-12-03 and warn after 30 days, and the README shows them unwarned.
 //
 // How output compares (readmeNormalize): what honestly varies from run to
 // run is masked on both sides — the time= field of log lines, timestamps,
@@ -79,7 +79,7 @@ const readmeDir = "/tmp/rd"
 const readmeHost = "vm"
 
 // readmeNow is the day catalog commands run as (see the file comment).
-const readmeNow = "2026-11-29"
+const readmeNow = "2026-12-06"
 
 // readmeNobody is the user the session drops to when the test runs as root.
 const readmeNobody = 65534
@@ -188,9 +188,9 @@ var readmeSpecs = map[string]readmeSpec{
 			"gpuwarden status   # ten seconds later: one screen from the agent; -o json for all of it": {before: waitMetrics(`gpuwarden_diagnosis{verdict="unknown"} 0`)},
 		},
 	},
-	"gpuwarden plan examples/notebook-a100.yaml":      {exact: true},
-	"gpuwarden plan examples/qlora-7b.yaml --limit 5": {exact: true},
-	"gpuwarden offers --gpu H100 --max-price 5":       {exact: true},
+	"gpuwarden plan examples/notebook-a100.yaml":                {exact: true},
+	"gpuwarden plan examples/pretrain-7b.yaml --limit 5":        {exact: true},
+	"gpuwarden offers --gpu H100 --country DE,FR --max-price 4": {exact: true},
 	"gpuwarden egress ckpt/ --from aws:eu-central-1 --to internet": {
 		exact: true,
 		setup: func(t *testing.T, dir string) {
