@@ -17,9 +17,9 @@ import (
 )
 
 // blobAPI is what a cloud's object client must do for blobStore to keep the
-// store contract; gs:// and az:// each implement it over their official
+// store contract; s3://, gs:// and az:// each implement it over their
 // client, so that the contract (manifest last, verify, bounded reads,
-// delete only what a manifest lists) is written once for both.
+// delete only what a manifest lists) is written once for all three.
 type blobAPI interface {
 	// scheme returns the target's form up to the prefix, e.g. "gs://bucket".
 	scheme() string
@@ -38,6 +38,16 @@ type blobAPI interface {
 	children(ctx context.Context, prefix string) ([]string, error)
 	// remove deletes the object at key; a missing one is not an error.
 	remove(ctx context.Context, key string) error
+}
+
+// storedHinter is a blobAPI that can tell why its server kept an object of
+// another size than was sent, where the generic hint (sync again) would
+// only repeat the failure: S3 over plain http, whose signed chunk framing
+// some servers store as data.
+type storedHinter interface {
+	// storedHint returns the hint for an object stored as stored bytes
+	// when sent were sent, "" when it knows no better one.
+	storedHint(stored, sent int64) string
 }
 
 // blobStore keeps checkpoints in an object store as PREFIX/NAME/FILE and
@@ -179,8 +189,13 @@ func (s *blobStore) upload(ctx context.Context, key, src string, f gpuwarden.Man
 	}
 	if !found || size != f.Size || sha != f.SHA256 {
 		s.drop(key)
-		return gpuwarden.Errorf(gpuwarden.EInternal, "%s stored as %d bytes, sent %d", key, size, f.Size).
-			WithHint("the server kept a different object than was sent; check the store, then sync again")
+		hint := "the server kept a different object than was sent; check the store, then sync again"
+		if h, ok := s.api.(storedHinter); ok {
+			if better := h.storedHint(size, f.Size); better != "" {
+				hint = better
+			}
+		}
+		return gpuwarden.Errorf(gpuwarden.EInternal, "%s stored as %d bytes, sent %d", key, size, f.Size).WithHint("%s", hint)
 	}
 	return nil
 }

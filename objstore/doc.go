@@ -2,8 +2,8 @@
 // directory (another disk, a network mount), an S3-compatible bucket
 // through minio-go, a Google Cloud Storage bucket (gs://, its JSON API on
 // net/http, see gcs.go for why) or an Azure Blob container (az://, the
-// official azblob client). gs:// and az:// share one implementation of the
-// contract below (blob.go) over a small interface each client fills.
+// official azblob client). s3://, gs:// and az:// share one implementation
+// of the contract below (blob.go) over a small interface each client fills.
 //
 // A checkpoint is a directory whose manifest.json lists every file with its
 // size and sha256. Every store lays a checkpoint out as NAME/FILE next to

@@ -241,8 +241,8 @@ func TestMinIOMultipart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := sha256Of(t, cp, "big.bin"); info.Size != int64(len(big)) || userMeta(info.UserMetadata, metaSHA256) != want {
-		t.Errorf("stored big.bin: size %d sha256 %q, want %d %q", info.Size, userMeta(info.UserMetadata, metaSHA256), len(big), want)
+	if want := sha256Of(t, cp, "big.bin"); info.Size != int64(len(big)) || metaValue(info.UserMetadata, metaSHA256) != want {
+		t.Errorf("stored big.bin: size %d sha256 %q, want %d %q", info.Size, metaValue(info.UserMetadata, metaSHA256), len(big), want)
 	}
 	var sent sentLog
 	s.Sent = sent.add

@@ -201,9 +201,10 @@ func NewS3(bucket, prefix string, opts Options) (*S3, error) {
 	if err := checkBucket(bucket); err != nil {
 		return nil, err
 	}
-	return &S3{Bucket: bucket, Prefix: prefix, PartSize: opts.PartSize, Sent: opts.Sent,
-		UnsignedPayload: opts.UnsignedPayload, StatedRegion: opts.StoreRegion, secure: secure,
-		client: client, locator: locator}, nil
+	s := &S3{Bucket: bucket, PartSize: opts.PartSize, UnsignedPayload: opts.UnsignedPayload,
+		StatedRegion: opts.StoreRegion, secure: secure, client: client, locator: locator}
+	s.blobStore = blobStore{Prefix: prefix, Sent: opts.Sent, api: s3API{s}}
+	return s, nil
 }
 
 // checkBucket applies S3's bucket naming rules loosely (3–63 characters of

@@ -213,7 +213,7 @@ func TestS3SkipUnchangedByMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := userMeta(info.UserMetadata, metaSHA256); got != helloSHA {
+	if got := metaValue(info.UserMetadata, metaSHA256); got != helloSHA {
 		t.Errorf("x-amz-meta-sha256 = %q, want %q", got, helloSHA)
 	}
 	f.take()
@@ -288,8 +288,8 @@ func TestS3Multipart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Size != int64(len(big)) || userMeta(info.UserMetadata, metaSHA256) != cp.Files[0].SHA256 {
-		t.Errorf("stored big.bin: size %d sha256 %q, want %d %q", info.Size, userMeta(info.UserMetadata, metaSHA256), len(big), cp.Files[0].SHA256)
+	if info.Size != int64(len(big)) || metaValue(info.UserMetadata, metaSHA256) != cp.Files[0].SHA256 {
+		t.Errorf("stored big.bin: size %d sha256 %q, want %d %q", info.Size, metaValue(info.UserMetadata, metaSHA256), len(big), cp.Files[0].SHA256)
 	}
 
 	// Unchanged, the multipart object is skipped like any other.
