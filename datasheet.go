@@ -42,8 +42,8 @@ type Datasheet struct {
 
 // Datasheets is the GPU table the throughput model reads: one row per
 // canonical model name (the catalog's names), each with its source. The
-// catalog's gpus.csv repeats bandwidth and bf16 for the importers; a test in
-// catalog keeps the two equal.
+// catalog's gpus.csv adds memory and power for the cards burn-in and the
+// simulator know, and takes every speed figure from here.
 var Datasheets = []Datasheet{
 	{Model: "B200", BF16: 2250, FP16: 2250, FP8: 4500, FP32: 75, MemBWTBs: 8, Link: LinkNVSwitch, NVLinkGen: 5,
 		Source: "NVIDIA DGX B200 datasheet: 72 PFLOPS fp8 training and 64 TB/s HBM3e for 8 GPUs; dense is half the sparse figure"},

@@ -247,23 +247,24 @@ var (
 )
 
 // gpuTable parses gpus.csv once; importers use it to fill VRAM that a file
-// leaves out.
+// leaves out, the simulator and burn-in read its figures.
 func gpuTable() ([]gpuwarden.GPUSpec, error) {
 	gpusOnce.Do(func() { gpus, gpusErr = parseGPUs() })
 	return gpus, gpusErr
 }
 
+// parseGPUs reads gpus.csv, which holds what a card's datasheet row does
+// not (its memory, power and what was measured here); bandwidth and peak
+// TFLOP/s come from gpuwarden.Datasheets, so each figure is written once.
 func parseGPUs() ([]gpuwarden.GPUSpec, error) {
-	cols := []string{"model", "vram_gb", "mem_bw_tbs_spec", "fp32_tflops_spec", "bf16_dense_tflops_spec", "tdp_w", "measured_here"}
-	rowsIn, err := simpleTable("gpus.csv", cols...)
+	rowsIn, err := simpleTable("gpus.csv", "model", "vram_gb", "tdp_w", "measured_here")
 	if err != nil {
 		return nil, err
 	}
 	out := make([]gpuwarden.GPUSpec, 0, len(rowsIn))
 	for _, r := range rowsIn {
 		g := gpuwarden.GPUSpec{Model: r["model"], MeasuredNotes: r["measured_here"]}
-		for col, dst := range map[string]*float64{"vram_gb": &g.VRAMGB, "mem_bw_tbs_spec": &g.MemBWTBs,
-			"fp32_tflops_spec": &g.FP32TFLOPs, "bf16_dense_tflops_spec": &g.BF16TFLOPs, "tdp_w": &g.TDPWatts} {
+		for col, dst := range map[string]*float64{"vram_gb": &g.VRAMGB, "tdp_w": &g.TDPWatts} {
 			v, err := parseNumber(r[col])
 			if err != nil || v <= 0 {
 				return nil, sideTableErr("gpus.csv", r, col, "is not a positive number")
@@ -273,6 +274,13 @@ func parseGPUs() ([]gpuwarden.GPUSpec, error) {
 		if CanonicalGPU(g.Model, g.VRAMGB) != g.Model {
 			return nil, sideTableErr("gpus.csv", r, "model", "is not its own canonical name: CanonicalGPU would rename offers away from it")
 		}
+		d, ok := gpuwarden.DatasheetOf(g.Model)
+		if !ok {
+			return nil, sideTableErr("gpus.csv", r, "model", "has no row in gpuwarden.Datasheets")
+		}
+		// BF16TFLOPs is the 16-bit tensor peak: fp16 on cards without bf16.
+		g.MemBWTBs, g.FP32TFLOPs = d.MemBWTBs, d.FP32
+		g.BF16TFLOPs, _ = d.PeakTFLOPs(gpuwarden.BF16)
 		out = append(out, g)
 	}
 	return out, nil

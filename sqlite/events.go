@@ -54,6 +54,19 @@ func (l *Ledger) Events(ctx context.Context, limit int) ([]gpuwarden.Event, erro
 FROM events ORDER BY time_ms DESC, id DESC LIMIT $1`, limit)
 }
 
+// EventsOfKind returns at most limit events of one kind, newest first, so
+// that a reader of one kind (plan's measured throughput reads "progress")
+// does not decode every alert the agent ever wrote.
+func (l *Ledger) EventsOfKind(ctx context.Context, kind string, limit int) ([]gpuwarden.Event, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if limit <= 0 {
+		return nil, nil
+	}
+	return l.queryEvents(ctx, `SELECT id, time_ms, kind, severity, message, dedup_key, data
+FROM events WHERE kind = $1 ORDER BY time_ms DESC, id DESC LIMIT $2`, kind, limit)
+}
+
 // EventsAfter returns at most limit events recorded after sequence number
 // seq, oldest first: ids grow with every insert, so they order recording.
 func (l *Ledger) EventsAfter(ctx context.Context, seq int64, limit int) ([]gpuwarden.Event, error) {

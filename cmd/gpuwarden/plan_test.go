@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,23 +151,6 @@ type countingDiscard struct{ n int }
 
 func (c *countingDiscard) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
 
-// gwAt runs the binary with --now set to a day, for progress recorded a
-// day apart.
-func gwAt(t *testing.T, day string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--now", day}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{out.String(), errb.String(), code}
-}
-
 // TestPlanMeasuredThroughput: progress recorded with --gpu on a box
 // replaces the model's estimate for that card in plan, which says so and
 // when, and scales the other cards by the model's ratio.
@@ -195,7 +177,7 @@ func TestPlanMeasuredThroughput(t *testing.T) {
 	// 4.8 B tokens in the 24 h after the first report: 200 M tokens an hour
 	// on 8× H100, so 20 B tokens take 100 h there.
 	for _, p := range []struct{ day, count string }{{"2026-11-27", "1000"}, {"2026-11-28", "4800000000"}} {
-		if r := gwAt(t, p.day, "progress", "tokens", p.count, "--gpu", "H100_SXM5", "--gpus", "8", "--data-dir", data); r.code != 0 {
+		if r := gwEnv(t, "", nil, "--now", p.day, "progress", "tokens", p.count, "--gpu", "H100_SXM5", "--gpus", "8", "--data-dir", data); r.code != 0 {
 			t.Fatalf("progress: exit %d: %s", r.code, r.stderr)
 		}
 	}

@@ -14,11 +14,12 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
 	"github.com/gpuwarden/gpuwarden/plan"
+	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 )
 
-// measuredEventsMax bounds the ledger events plan reads for measurements:
-// a year of progress events every few minutes.
+// measuredEventsMax bounds the progress events plan reads for
+// measurements: a year of them every few minutes.
 const measuredEventsMax = 200_000
 
 // minMeasuredSpan is the shortest span of progress a throughput is read
@@ -41,7 +42,7 @@ func readMeasurements(ctx context.Context, dataDir string) ([]plan.Measurement, 
 		return nil, fmt.Errorf("read measured throughput: %w", err)
 	}
 	defer l.Close()
-	events, err := l.Events(ctx, measuredEventsMax)
+	events, err := l.EventsOfKind(ctx, report.KindProgress, measuredEventsMax)
 	if err != nil {
 		return nil, fmt.Errorf("read measured throughput: %w", err)
 	}
@@ -65,7 +66,7 @@ func measurementsOf(events []gpuwarden.Event, source string) []plan.Measurement 
 	spans := map[key]*span{}
 	var order []key
 	for _, e := range events {
-		if e.Kind != "progress" || e.Data["gpu"] == "" {
+		if e.Kind != report.KindProgress || e.Data["gpu"] == "" {
 			continue
 		}
 		count, err := strconv.ParseFloat(e.Data["count"], 64)
@@ -73,6 +74,8 @@ func measurementsOf(events []gpuwarden.Event, source string) []plan.Measurement 
 		if err != nil || count < 0 || gerr != nil || gpus <= 0 {
 			continue
 		}
+		// progress writes the canonical name; naming it again here keeps a
+		// ledger older than this binary's GPU table on today's names.
 		k := key{catalog.CanonicalGPU(e.Data["gpu"], 0), gpus, e.Data["unit"]}
 		s := spans[k]
 		if s == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/catalog"
+	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 	"github.com/spf13/cobra"
 )
@@ -68,7 +69,7 @@ replaces the model's estimate there and scales the others (docs/sizing.md).
 				return err
 			}
 			defer l.Close()
-			_, err = l.RecordEvent(cmd.Context(), gpuwarden.Event{Time: a.now().UTC(), Kind: "progress", Severity: gpuwarden.SeverityInfo,
+			_, err = l.RecordEvent(cmd.Context(), gpuwarden.Event{Time: a.now().UTC(), Kind: report.KindProgress, Severity: gpuwarden.SeverityInfo,
 				Message: fmt.Sprintf("%s %s done", count, unit), Data: data})
 			return err
 		},
