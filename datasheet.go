@@ -115,6 +115,22 @@ var Datasheets = []Datasheet{
 		Source: "NVIDIA RTX A5000 datasheet; dense is half the sparse figure"},
 	{Model: "RTX-A4000", BF16: 76.7, FP16: 76.7, FP32: 19.2, MemBWTBs: 0.448, Link: LinkPCIe,
 		Source: "NVIDIA RTX A4000 datasheet; dense is half the sparse figure"},
+	{Model: "RTX-A2000", BF16: 32, FP16: 32, FP32: 8, MemBWTBs: 0.288, Link: LinkPCIe,
+		Source: "NVIDIA RTX A2000 datasheet: 63.9 TFLOP/s tensor (sparse), 8.0 TFLOP/s fp32, 288 GB/s; dense is half the sparse figure"},
+	{Model: "A16", BF16: 17.9, FP16: 17.9, FP32: 4.5, MemBWTBs: 0.2, Link: LinkPCIe,
+		Source: "NVIDIA A16 datasheet: four GPUs a board, each 17.9 TFLOP/s fp16/bf16 tensor dense (35.9 sparse), 4.5 TFLOP/s fp32, 200 GB/s; clouds count each of the four as a GPU"},
+	{Model: "A16-PCIE", BF16: 17.9, FP16: 17.9, FP32: 4.5, MemBWTBs: 0.2, Link: LinkPCIe,
+		Source: "NVIDIA A16 datasheet (the A16 is a PCIe board): four GPUs a board, each 17.9 TFLOP/s fp16/bf16 tensor dense, 4.5 TFLOP/s fp32, 200 GB/s"},
+	{Model: "RTX-3080", BF16: 59.5, FP16: 59.5, FP32: 29.8, MemBWTBs: 0.76, Link: LinkPCIe,
+		Source: "NVIDIA Ampere GA102 whitepaper, GeForce RTX 3080 (fp32 accumulate, dense), 760 GB/s GDDR6X"},
+	{Model: "RTX-3070", BF16: 40.6, FP16: 40.6, FP32: 20.3, MemBWTBs: 0.448, Link: LinkPCIe,
+		Source: "NVIDIA Ampere GA102 whitepaper, GeForce RTX 3070 appendix (fp32 accumulate, dense), 448 GB/s GDDR6"},
+	{Model: "RTX-3060", BF16: 25.4, FP16: 25.4, FP32: 12.7, MemBWTBs: 0.36, Link: LinkPCIe,
+		Source: "GeForce RTX 3060 spec page (28 SMs at 1.78 GHz boost, 360 GB/s) × the GA102 whitepaper's per-SM tensor rate (RTX 3090: 71 TFLOP/s fp32-accumulate dense from 82 SMs at 1.70 GHz)"},
+	{Model: "RTX-4070", BF16: 58.3, FP16: 58.3, FP8: 116.6, FP32: 29.1, MemBWTBs: 0.504, Link: LinkPCIe,
+		Source: "GeForce RTX 4070 spec page (46 SMs at 2.48 GHz boost, 504 GB/s) × the Ada whitepaper's per-SM tensor rate (RTX 4090: 165.2 TFLOP/s fp32-accumulate dense from 128 SMs at 2.52 GHz)"},
+	{Model: "RTX-4060", BF16: 30.2, FP16: 30.2, FP8: 60.4, FP32: 15.1, MemBWTBs: 0.272, Link: LinkPCIe,
+		Source: "GeForce RTX 4060 spec page (24 SMs at 2.46 GHz boost, 272 GB/s) × the Ada whitepaper's per-SM tensor rate (RTX 4090: 165.2 TFLOP/s fp32-accumulate dense from 128 SMs at 2.52 GHz)"},
 }
 
 // DatasheetOf returns the datasheet of a canonical GPU model.

@@ -61,6 +61,11 @@ type OnHours struct {
 	// each session leaves one idle window on the bill (default: one per 8
 	// working hours, a working day).
 	SessionsPerMonth float64 `yaml:"sessions_per_month,omitempty" json:"sessions_per_month"`
+	// StopWhenJobsEnd stops the box as soon as the last job `gpuwarden run`
+	// supervises has ended and nothing else keeps it busy, instead of
+	// waiting out the idle window (`up --stop-when-jobs-end`): work stated
+	// as an amount then bills no idle window at its end.
+	StopWhenJobsEnd bool `yaml:"stop_when_jobs_end,omitempty" json:"stop_when_jobs_end,omitempty"`
 	// Stop is how the agent stops the box (idle, off-hours, budget): one
 	// of StopModes; auto (the default) is what ends the provider's bill.
 	Stop string `yaml:"stop,omitempty" json:"stop,omitempty"`

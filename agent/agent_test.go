@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +150,43 @@ func TestIdleWarnsThenStops(t *testing.T) {
 	st := a.Status()
 	if !st.Idle.Idle || st.IdleSecondsTotal != 4 {
 		t.Errorf("status idle %+v, idle seconds %v", st.Idle, st.IdleSecondsTotal)
+	}
+}
+
+// TestStopWhenJobsEnd: with StopWhenJobsEnd the box stops at the first idle
+// tick after its last job ended, not a window later; a job whose supervisor
+// went away did not end, and without the option the window holds.
+func TestStopWhenJobsEnd(t *testing.T) {
+	tests := []struct {
+		name      string
+		option    bool
+		end       func(*Jobs, time.Time)
+		wantStops []int // stops after each tick
+	}{
+		{"job ended", true, func(j *Jobs, now time.Time) { j.Report("train", JobDone, now) }, []int{0, 1, 1, 1, 1}},
+		{"option off", false, func(j *Jobs, now time.Time) { j.Report("train", JobDone, now) }, []int{0, 0, 0, 0, 1}},
+		{"supervisor went away", true, func(j *Jobs, _ time.Time) { j.Forget("train") }, []int{0, 0, 0, 0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			cfg := idleConfig()
+			cfg.Idle.StopWhenJobsEnd = tt.option
+			a := h.agent("1xH100", cfg, gpuwarden.HostSample{})
+			a.Jobs.Report("train", JobRunning, h.clock.now())
+			var got []int
+			for i := 0; i < 5; i++ {
+				a.Tick(context.Background())
+				got = append(got, h.stops)
+				if i == 0 {
+					tt.end(a.Jobs, h.clock.now())
+				}
+				h.clock.add(time.Second)
+			}
+			if !slices.Equal(got, tt.wantStops) {
+				t.Errorf("stops after each tick %v, want %v (events %v)", got, tt.wantStops, h.events())
+			}
+		})
 	}
 }
 

@@ -30,6 +30,11 @@ type IdleConfig struct {
 	Off bool
 	// IgnoreSessions lets an open SSH or terminal session not keep the box busy.
 	IgnoreSessions bool
+	// StopWhenJobsEnd skips the window once every supervised job has
+	// ended: the box stops at the first idle tick after the last one, since
+	// nobody is coming back to a finished run (a person who is keeps it
+	// busy with a session).
+	StopWhenJobsEnd bool
 	// BusyProcesses are process names that keep the box busy (jupyter, code-server).
 	BusyProcesses []string
 	// Script is a user command that votes: exit 0 means busy, exit 1 idle,
@@ -106,6 +111,9 @@ func (a *Agent) idleRule() string {
 // restarted agent does not start the window again.
 type idleClock struct {
 	since time.Time
+	// warnFrom is when this episode's warning is due, by the window it
+	// ran under (shorter once the jobs ended); zero after a restart.
+	warnFrom time.Time
 }
 
 const idleSinceKey = "idle_since"
@@ -129,6 +137,9 @@ func (c *idleClock) set(ctx context.Context, l gpuwarden.Ledger, t time.Time) er
 		return nil
 	}
 	c.since = t
+	if t.IsZero() {
+		c.warnFrom = time.Time{}
+	}
 	v := ""
 	if !t.IsZero() {
 		v = t.UTC().Format(time.RFC3339Nano)
@@ -207,7 +218,11 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 		a.mu.Lock()
 		prev := a.lastTick
 		a.mu.Unlock()
-		if !since.IsZero() && !prev.Before(since.Add(cfg.Window-cfg.WarnBefore)) {
+		warnFrom := a.idle.warnFrom
+		if warnFrom.IsZero() {
+			warnFrom = since.Add(cfg.Window - cfg.WarnBefore)
+		}
+		if !since.IsZero() && !prev.Before(warnFrom) {
 			// The episode a warning (or a dry run's stop) went out for at
 			// the previous tick is over: resolve those alerts, so that a
 			// pager closes its incident.
@@ -226,11 +241,17 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 	if !st.Idle {
 		return st
 	}
-	st.Since, st.StopAt = since, since.Add(cfg.Window)
+	window, why := cfg.Window, fmt.Sprintf("idle for %s (GPUs under %g%%, no jobs)", cfg.Window, cfg.ThresholdPercent)
+	if ended := a.Jobs.AllEndedAt(); cfg.StopWhenJobsEnd && !ended.IsZero() && !since.Before(ended) {
+		window, why = 0, fmt.Sprintf("idle since its jobs ended at %s (--stop-when-jobs-end)", ended.UTC().Format(time.RFC3339))
+	}
+	warnBefore := min(cfg.WarnBefore, window/3)
+	st.Since, st.StopAt = since, since.Add(window)
+	a.idle.warnFrom = st.StopAt.Add(-warnBefore)
 	period := since.UTC().Format(time.RFC3339)
 	// The warning goes out before the stop, even when a restarted agent
 	// finds the window already past.
-	if !now.Before(st.StopAt.Add(-cfg.WarnBefore)) {
+	if !now.Before(st.StopAt.Add(-warnBefore)) {
 		a.alert(ctx, gpuwarden.Event{Kind: "idle-warning", Severity: gpuwarden.SeverityWarning, Key: "idle-warning-" + period,
 			Message: fmt.Sprintf("%s has been idle since %s: it stops at %s unless work starts",
 				a.cfg.Node, since.UTC().Format(time.RFC3339), st.StopAt.UTC().Format(time.RFC3339))})
@@ -241,8 +262,7 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 			return st
 		}
 		if a.alert(ctx, gpuwarden.Event{Kind: "idle-stop", Severity: gpuwarden.SeverityCritical, Key: "idle-stop-" + period,
-			Message: fmt.Sprintf("%s idle for %s (GPUs under %g%%, no jobs): stopping with %s",
-				a.cfg.Node, cfg.Window, cfg.ThresholdPercent, a.cfg.Stop.method())}) || a.stopRetryDue(now) {
+			Message: fmt.Sprintf("%s %s: stopping with %s", a.cfg.Node, why, a.cfg.Stop.method())}) || a.stopRetryDue(now) {
 			a.stop(ctx, "idle")
 		}
 	}
@@ -355,6 +375,10 @@ type Jobs struct {
 	// checkpoint never reached the store: a stop that destroys the box
 	// (Lambda's terminate) would lose it.
 	undurable map[string]Job
+	// allEnded is when the last job ended with no other running: zero
+	// while one runs or before any has run. A supervisor that went away
+	// (Forget) did not end its job, so it does not set this.
+	allEnded time.Time
 }
 
 // Job is one supervised job's last reported state.
@@ -375,9 +399,15 @@ func (j *Jobs) Report(id, state string, now time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if state == JobDone {
-		delete(j.jobs, id)
+		if _, ok := j.jobs[id]; ok {
+			delete(j.jobs, id)
+			if len(j.jobs) == 0 {
+				j.allEnded = now
+			}
+		}
 		return
 	}
+	j.allEnded = time.Time{}
 	job := j.jobs[id]
 	job.ID, job.State, job.Seen = id, state, now
 	j.jobs[id] = job
@@ -411,6 +441,14 @@ func (j *Jobs) Undurable() []Job {
 	}
 	slices.SortFunc(out, func(a, b Job) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// AllEndedAt is when the last supervised job ended, with none running
+// since; zero otherwise.
+func (j *Jobs) AllEndedAt() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.allEnded
 }
 
 // Forget removes a job whose supervisor went away.

@@ -146,6 +146,9 @@ on_hours:
   auto_shutdown_idle_minutes: {{num .IdleMinutes}}
   # sessions_per_month: work sessions, each leaving one idle window on the bill (default work_hours / 8).
   # sessions_per_month: 15
+  # stop_when_jobs_end: stop the box as soon as the last job of gpuwarden run has ended, without
+  # the idle window (gpuwarden up --stop-when-jobs-end); work stated as an amount then bills none.
+  # stop_when_jobs_end: true
   # stop: how the agent stops the box: auto (what ends this provider's bill: an OS shutdown on
   # AWS and GCP, deallocate on Azure, the pod stop on RunPod and Vast), os, api, terminate (Lambda,
   # which has no stop), or command (stop_command). See gpuwarden up --help for every provider.

@@ -168,7 +168,8 @@ type hoursModel struct {
 // Work stated as an amount (released) runs from start to finish and the box
 // is given back when it is done, which ends every provider's bill: it bills
 // no rest of the month, and idles only in the auto-shutdown windows of its
-// sessions.
+// sessions — none when the agent stops the box as the job ends
+// (on_hours.stop_when_jobs_end).
 func newHoursModel(p *gpuwarden.Plan, w float64, released bool) hoursModel {
 	on := p.OnHours
 	if released && on.SessionsPerMonth == 0 {
@@ -178,7 +179,9 @@ func newHoursModel(p *gpuwarden.Plan, w float64, released bool) hoursModel {
 	idle := idleHours(p, on, w)
 	rest := roundHours(math.Max(p.HoursPerMonth-w, 0))
 	if released {
-		if p.OnHours.AutoShutdownIdleMinutes <= 0 {
+		if p.OnHours.AutoShutdownIdleMinutes <= 0 || p.OnHours.StopWhenJobsEnd {
+			// Given back by hand, or stopped by the agent the moment
+			// `gpuwarden run`'s job ends: no idle window at the end.
 			idle = 0
 		}
 		rest = idle

@@ -253,6 +253,11 @@ func (r *Report) idleFinding(add func(string, string, ...any)) {
 		add("idle", "on lambda the idle stop terminates the box (it has no stop): the instance's disk goes with it, so keep checkpoints and data in a store (data.checkpoint_store)")
 	}
 	if r.plan.OnHours.AutoShutdownIdleMinutes > 0 {
+		if r.plan.Workload.HasAmount() && !r.plan.OnHours.StopWhenJobsEnd {
+			add("idle", "auto-shutdown after %g idle minutes leaves %g idle h on the bill (%s) once the work ends, at the whole box's rate; on_hours.stop_when_jobs_end: true (`gpuwarden up --stop-when-jobs-end`) stops the box as the job of `gpuwarden run` ends",
+				r.plan.OnHours.AutoShutdownIdleMinutes, ref.Hours.Idle, cur(idle))
+			return
+		}
 		add("idle", "auto-shutdown after %g idle minutes leaves %g idle h on the bill (%s)",
 			r.plan.OnHours.AutoShutdownIdleMinutes, ref.Hours.Idle, cur(idle))
 		return

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -119,15 +120,24 @@ func TestEightGPUBoxBeatsOne(t *testing.T) {
 	tests := []struct {
 		one, eight string
 		wantFirst  float64 // GPUs of plan A
+		stopAtEnd  bool    // on_hours.stop_when_jobs_end
 	}{
-		{"3.00", "22.00", 8}, // 2.75 per GPU-hour
-		{"3.00", "23.60", 8}, // 2.95
-		{"3.00", "24.20", 1}, // 3.025
-		{"3.00", "30.00", 1},
+		{"3.00", "22.00", 8, false}, // 2.75 per GPU-hour
+		{"3.00", "23.60", 8, false}, // 2.95
+		{"3.00", "24.20", 1, false}, // 3.025
+		{"3.00", "30.00", 1, false},
+		// At the margin the idle window after the work's end, billed at
+		// the whole box's rate, decides; stopping the box as the job ends
+		// leaves only the GPU-hours of the work.
+		{"3.00", "23.992", 1, false}, // 2.999, one 15-minute window each
+		{"3.00", "23.992", 8, true},  // 2.999, stop_when_jobs_end
+		{"3.00", "24.008", 1, true},  // 3.001
 	}
 	for _, tt := range tests {
-		t.Run(tt.eight, func(t *testing.T) {
-			r, err := Rank(pretrainPlan(7, 20), h200Catalog(t, tt.one, tt.eight))
+		t.Run(fmt.Sprintf("%s/stop-at-end=%v", tt.eight, tt.stopAtEnd), func(t *testing.T) {
+			p := pretrainPlan(7, 20)
+			p.OnHours.StopWhenJobsEnd = tt.stopAtEnd
+			r, err := Rank(p, h200Catalog(t, tt.one, tt.eight))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -365,6 +365,9 @@ func (v planView) header(b *strings.Builder) {
 	policy := "no auto-shutdown"
 	if v.AutoShutdownIdleMinutes > 0 {
 		policy = "auto-shutdown after " + trimFloat(v.AutoShutdownIdleMinutes) + " idle min"
+		if v.plan().OnHours.StopWhenJobsEnd {
+			policy += ", at once when the jobs end"
+		}
 	}
 	budget := "no budget limit"
 	if v.BudgetLimit > 0 {

@@ -40,6 +40,7 @@ type upFlags struct {
 	idleThreshold             float64
 	noIdleStop                bool
 	ignoreSessions            bool
+	stopWhenJobsEnd           bool
 	busyProcesses             []string
 	idleScript, idleURL       string
 	stop                      stopFlags
@@ -74,6 +75,9 @@ ledger, and applies the policies:
             driver) idle also needs a quiet host: CPU under 10 %, disk under
             1 MiB/s, network under 256 KiB/s. A plan whose
             on_hours.auto_shutdown_idle_minutes is 0 turns it off.
+            --stop-when-jobs-end (plan: on_hours.stop_when_jobs_end) skips
+            the window once the last job of ` + "`gpuwarden run`" + ` has ended: the
+            box stops at the first idle second after it.
   off-hours outside --on-hours windows: warn, then stop, busy or not
   budget    accrue the box's rate (plan box:, or --rate) plus storage; alert once a
             month per threshold of the plan (default 50/80/100 %), ACTUAL and
@@ -136,6 +140,7 @@ NVIDIA driver it runs on the CPU path and says so.
 	fl.DurationVar(&f.warnBefore, "warn-before", 5*time.Minute, "warn this long before the stop (at most a third of the window)")
 	fl.Float64Var(&f.idleThreshold, "idle-threshold", 5, "GPU utilisation `PERCENT` under which a GPU is idle")
 	fl.BoolVar(&f.noIdleStop, "no-idle-stop", false, "never stop the box for idleness")
+	fl.BoolVar(&f.stopWhenJobsEnd, "stop-when-jobs-end", false, "stop the idle box at once when the last job of `gpuwarden run` has ended, without the idle window (default: the plan's on_hours.stop_when_jobs_end)")
 	fl.BoolVar(&f.ignoreSessions, "ignore-sessions", false, "an open SSH or terminal session does not keep the box busy (default true with --simulate)")
 	fl.StringArrayVar(&f.busyProcesses, "busy-process", nil, "a running process whose name contains `NAME` keeps the box busy; repeatable")
 	fl.StringVar(&f.idleScript, "idle-script", "", "`COMMAND` that votes: exit 0 busy, 1 idle, else no opinion")
@@ -364,7 +369,8 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 	}
 	cfg := agent.Config{Node: host, Interval: f.interval, DryRun: f.dryRun,
 		Idle: agent.IdleConfig{Window: f.idleWindow, ThresholdPercent: f.idleThreshold, WarnBefore: f.warnBefore,
-			Off: f.noIdleStop, IgnoreSessions: f.ignoreSessions, BusyProcesses: f.busyProcesses, URL: f.idleURL}}
+			Off: f.noIdleStop, IgnoreSessions: f.ignoreSessions, BusyProcesses: f.busyProcesses, URL: f.idleURL,
+			StopWhenJobsEnd: f.stopWhenJobsEnd}}
 	if f.noIdleStop {
 		cfg.Idle.OffWhy = "--no-idle-stop"
 	}
@@ -382,6 +388,7 @@ func (a *app) agentConfig(f *upFlags, p *gpuwarden.Plan, planPath string) (agent
 		cfg.OffHours = s
 	}
 	if p != nil {
+		cfg.Idle.StopWhenJobsEnd = cfg.Idle.StopWhenJobsEnd || p.OnHours.StopWhenJobsEnd
 		switch {
 		case cfg.Idle.Window != 0:
 		case p.OnHours.AutoShutdownIdleMinutes > 0:
