@@ -25,7 +25,7 @@ func TestPricesLineNamesTheSnapshot(t *testing.T) {
 	}
 	eu, nl := write("eu.yaml", "DE, FR"), write("nl.yaml", "NL")
 	const (
-		snap = "prices: embedded snapshot of 2026-12-03 (SkyPilot catalog v8): 2,130 offers from 19 providers"
+		snap = "prices: embedded snapshot of 2026-12-03 (SkyPilot catalog v8): 2,270 offers from 19 providers"
 		fix  = "run `gpuwarden catalog update` for every cloud's current prices"
 		thin = "prices: only 2 providers have offers in NL (gcp, runpod): few plan Bs on another provider;"
 	)
