@@ -206,6 +206,9 @@ type NodeMinute struct {
 type FleetBatch struct {
 	Minutes []NodeMinute `json:"minutes,omitempty"`
 	Events  []Event      `json:"events,omitempty"`
+	// Savings are the node's savings events (issue #29), stored by ID: a
+	// replayed or re-priced one replaces the stored one.
+	Savings []Saving `json:"savings,omitempty"`
 }
 
 // BatchResult counts what a batch added; duplicates were already stored.
@@ -213,6 +216,8 @@ type BatchResult struct {
 	Minutes    int `json:"minutes"`
 	Events     int `json:"events"`
 	Duplicates int `json:"duplicates"`
+	// Savings counts the savings events stored or replaced.
+	Savings int `json:"savings,omitempty"`
 }
 
 // NodeEvent is an event with the node that sent it.

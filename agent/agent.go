@@ -81,6 +81,8 @@ type Agent struct {
 	stopRetryAt time.Time
 	// ledgerWarnings say the ledger started afresh (LedgerReplaced).
 	ledgerWarnings []string
+	// savings is what the agent prices its savings with (SetSavings).
+	savings SavingsConfig
 }
 
 // New builds an agent; gpus may be nil (the CPU path) and notify may be nil.
@@ -107,6 +109,11 @@ func New(cfg Config, gpus gpuwarden.GPUs, host HostSampler, ledger gpuwarden.Led
 // Run samples and applies the policies every interval until ctx ends.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped while it started (SIGTERM right after "agent up"):
+			// a clean stop, not a failure to start.
+			return nil
+		}
 		return err
 	}
 	t := time.NewTicker(a.cfg.Interval)
@@ -163,6 +170,12 @@ func (a *Agent) start(ctx context.Context) error {
 	a.mu.Lock()
 	a.status = st
 	a.mu.Unlock()
+	// This start ends the counterfactual of the last stop: its saving is
+	// priced up to now.
+	if err := a.noteStart(ctx, now); err != nil {
+		a.log.Warn("keep the start for the savings", "err", err)
+	}
+	a.recordSavings(ctx)
 	return nil
 }
 

@@ -571,3 +571,15 @@ func TestOneForecastForOneBox(t *testing.T) {
 		t.Errorf("forecast %s, want %s", agentSide.Forecast.Decimal(), want.Decimal())
 	}
 }
+
+// TestRunStoppedWhileStarting: a stop that lands while the agent starts
+// (SIGTERM right after "agent up") is a clean exit, not a start failure.
+func TestRunStoppedWhileStarting(t *testing.T) {
+	h := newHarness(t)
+	a := New(Config{Node: "box-1", Interval: time.Second}, nil, &fakeHost{}, h.ledger, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Errorf("Run on a stopped context: %v, want nil", err)
+	}
+}

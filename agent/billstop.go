@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/savings"
 )
 
 // StopConfig is how the agent stops the box, and what that does to the
@@ -202,8 +203,24 @@ func (a *Agent) stop(ctx context.Context, why string) {
 		r := a.cfg.Stop.Report
 		msg = fmt.Sprintf("%s powered off (%s, %s) but STILL BILLING: %s%s", a.cfg.Node, why, method, r.Why, fixSuffix(r.Fix))
 	}
+	// The reason, the time and the rates in force ride with the answer:
+	// the saving is priced from this event alone (savings.FromAgent).
+	data := outcomeData(out)
+	data[savings.DataWhy], data[savings.DataAt] = why, out.At.UTC().Format(time.RFC3339Nano)
+	a.mu.Lock()
+	rate, cur := a.savings.Rate, a.savings.Currency
+	a.mu.Unlock()
+	if rate <= 0 {
+		rate = a.cfg.Budget.HourlyRate
+	}
+	if cur == "" {
+		cur = a.cfg.Budget.Currency
+	}
+	data[savings.DataRate], data[savings.DataCurrency] = rate.String(), string(cur)
+	data[savings.DataStillBills] = a.cfg.Stop.Report.StillBillsHourly.String()
 	a.alert(ctx, gpuwarden.Event{Kind: "box-stopped", Severity: sev, Key: "box-stopped-" + out.At.UTC().Format(time.RFC3339Nano),
-		Message: msg, Data: outcomeData(out)})
+		Message: msg, Data: data})
+	a.recordSavings(ctx)
 }
 
 // MayTerminate is the guard of a stop that destroys the box and its disk

@@ -26,6 +26,9 @@ import (
 const (
 	shipEventsKey  = "fleet.events.after"
 	shipMinutesKey = "fleet.minutes.next"
+	// shipSavingsKey is the newest recording time (Saving.At) shipped: an
+	// event re-priced later is recorded, and so shipped, again.
+	shipSavingsKey = "fleet.savings.at"
 )
 
 // shipBatchItems and shipBatchBytes keep a batch well under the server's
@@ -228,7 +231,50 @@ func (s *Shipper) Ship(ctx context.Context, now time.Time) error {
 	if err := s.shipEvents(ctx); err != nil {
 		return err
 	}
-	return s.shipMinutes(ctx, now)
+	if err := s.shipMinutes(ctx, now); err != nil {
+		return err
+	}
+	return s.ShipSavings(ctx)
+}
+
+// ShipSavings sends the savings recorded since the last ones the server
+// acknowledged; the server stores them by ID, so a replay replaces.
+func (s *Shipper) ShipSavings(ctx context.Context) error {
+	sl, ok := s.Ledger.(gpuwarden.SavingsLedger)
+	if !ok {
+		return nil
+	}
+	var after time.Time
+	if v, ok, err := s.Ledger.State(ctx, shipSavingsKey); err != nil {
+		return fmt.Errorf("read the savings cursor: %w", err)
+	} else if ok && v != "" {
+		if after, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return fmt.Errorf("savings cursor %q: %w", v, err)
+		}
+	}
+	all, err := sl.Savings(ctx, gpuwarden.SavingsQuery{Node: s.Node.ID})
+	if err != nil {
+		return fmt.Errorf("read savings to ship: %w", err)
+	}
+	fresh := slices.DeleteFunc(all, func(e gpuwarden.Saving) bool { return !e.At.After(after) })
+	slices.SortFunc(fresh, func(a, b gpuwarden.Saving) int { return a.At.Compare(b.At) })
+	for len(fresh) > 0 {
+		n := min(len(fresh), shipBatchItems)
+		if err := s.send(ctx, gpuwarden.FleetBatch{Savings: fresh[:n]}, n); err != nil {
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				return err
+			}
+			// A server that refuses them (one older than the savings
+			// ledger) must not hold up the heartbeats: they stay in this
+			// box's ledger, where `report savings` reads them.
+			s.Log.Error("the fleet server refuses savings; they stay in this box's ledger", "events", n, "err", err)
+		}
+		if err := s.Ledger.SetState(ctx, shipSavingsKey, fresh[n-1].At.UTC().Format(time.RFC3339Nano)); err != nil {
+			return fmt.Errorf("keep the savings cursor: %w", err)
+		}
+		fresh = fresh[n:]
+	}
+	return nil
 }
 
 func (s *Shipper) shipEvents(ctx context.Context) error {

@@ -87,7 +87,9 @@ type dashboardView struct {
 	Notices                            []noticeRow
 	Jobs                               []jobRow
 	Charts                             []chart
-	HistoryError                       string
+	// Saved is this month's savings from the agent's ledger.
+	Saved        savedView
+	HistoryError string
 	// Warnings are what the agent cannot see: telemetry lost, no Xid source.
 	Warnings []string
 	// GPUsUnknown: the driver has not answered yet, so "no GPUs" would be a guess.
@@ -200,6 +202,7 @@ func (s *Server) handleDashboard(w nethttp.ResponseWriter, r *nethttp.Request) {
 	samples, err := s.history(ctx, now.Add(-chartWindow))
 	cancel()
 	v := buildView(st, now, samples)
+	v.Saved = s.buildSaved(r.Context(), now)
 	if err != nil {
 		s.log.Warn("dashboard history", "error", err)
 		v.HistoryError = "history unavailable: " + err.Error()

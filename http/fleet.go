@@ -133,6 +133,7 @@ func (s *FleetServer) routes() {
 	api("/api/v1/tokens", methods{"GET": s.listTokens, "POST": s.createToken})
 	api("/api/v1/tokens/{id}", methods{"DELETE": s.revokeToken})
 	api("/api/v1/reports/{name}", methods{"GET": s.report})
+	api("/api/v1/savings", methods{"GET": s.listSavings})
 	api("/metrics", methods{"GET": s.serveMetrics})
 	m.HandleFunc("/healthz", s.healthz)
 	m.HandleFunc("/readyz", s.readyz)

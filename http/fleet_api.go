@@ -268,13 +268,64 @@ func (s *FleetServer) batch(w nethttp.ResponseWriter, r *nethttp.Request, sc sco
 	if err != nil {
 		return err
 	}
+	if res.Savings, err = s.ingestSavings(r.Context(), id, b.Savings); err != nil {
+		return err
+	}
 	s.metrics.ingest.Observe(time.Since(start).Seconds())
 	return writeJSON(w, nethttp.StatusOK, res)
 }
 
+// maxSavingText bounds an event's evidence, rate source and reason.
+const maxSavingText = 4096
+
+// ingestSavings stores the savings an agent shipped for its node, by ID
+// (a replay or a re-priced event replaces the stored one). The project and
+// owner are the server's record of the node, never the agent's word, so
+// that a token cannot book savings to another project.
+func (s *FleetServer) ingestSavings(ctx context.Context, id string, events []gpuwarden.Saving) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	l, ok := s.store.(gpuwarden.SavingsLedger)
+	if !ok {
+		return 0, gpuwarden.Errorf(gpuwarden.EInvalid, "this server's ledger keeps no savings")
+	}
+	n, err := s.store.Node(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	out := make([]gpuwarden.Saving, len(events))
+	for i, e := range events {
+		bad := func(format string, args ...any) error {
+			return gpuwarden.Errorf(gpuwarden.EInvalid, "savings[%d]: "+format, append([]any{i}, args...)...)
+		}
+		switch {
+		case e.Node != id:
+			return 0, bad("node %q is not the batch's node %s", e.Node, id)
+		case len(e.ID) > maxLabelLen || len(e.Currency) > 8:
+			return 0, bad("id at most %d bytes, currency 8", maxLabelLen)
+		case len(e.Evidence) > maxSavingText || len(e.RateSource) > maxSavingText || len(e.NotSaved) > maxSavingText:
+			return 0, bad("evidence, rate_source and not_saved at most %d bytes", maxSavingText)
+		case !storableTime(e.From) || !storableTime(e.To) || !storableTime(e.At):
+			return 0, bad("from, to and at must lie in the years 0 to 9999 UTC")
+		case math.IsNaN(e.Hours) || math.IsInf(e.Hours, 0) || e.Hours < 0 || e.Hours > 24*366:
+			return 0, bad("hours %v is not a number of hours in a year", e.Hours)
+		}
+		if err := e.Validate(); err != nil {
+			return 0, bad("%v", err)
+		}
+		e.Project, e.Owner = n.Project, n.Labels.Owner
+		out[i] = e
+	}
+	if err := l.RecordSavings(ctx, out); err != nil {
+		return 0, err
+	}
+	return len(out), nil
+}
+
 func validBatch(b gpuwarden.FleetBatch, now time.Time) error {
-	if len(b.Minutes)+len(b.Events) > maxBatchItems {
-		return gpuwarden.Errorf(gpuwarden.EInvalid, "a batch holds at most %d minutes and events", maxBatchItems).WithHint("send smaller batches")
+	if len(b.Minutes)+len(b.Events)+len(b.Savings) > maxBatchItems {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "a batch holds at most %d minutes, events and savings", maxBatchItems).WithHint("send smaller batches")
 	}
 	for i, m := range b.Minutes {
 		switch {

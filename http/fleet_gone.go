@@ -114,7 +114,11 @@ func MarkGone(ctx context.Context, store gpuwarden.Fleet, n gpuwarden.Node, now 
 		if reason != "" {
 			note += ": " + reason
 		}
+		before := n
 		if err := write(ctx, report.GoneHeartbeat(n, cur, now, lostAfter, note)); err != nil {
+			return GoneNode{}, fmt.Errorf("mark node %s gone: %w", n.ID, err)
+		}
+		if err := recordOrphanEnded(ctx, store, before, cur, now, lostAfter, note); err != nil {
 			return GoneNode{}, fmt.Errorf("mark node %s gone: %w", n.ID, err)
 		}
 		if n, err = store.Node(ctx, n.ID); err != nil {
@@ -129,6 +133,25 @@ func MarkGone(ctx context.Context, store gpuwarden.Fleet, n gpuwarden.Node, now 
 		g.Billed = gpuwarden.CentsOf(a.Within(a.From, a.Until))
 	}
 	return g, nil
+}
+
+// recordOrphanEnded records the saving of ending a node the orphan
+// review flagged (issue #29), in a ledger that keeps savings.
+func recordOrphanEnded(ctx context.Context, store gpuwarden.Fleet, n gpuwarden.Node, cur gpuwarden.Currency, now time.Time,
+	lostAfter time.Duration, by string) error {
+	l, ok := store.(gpuwarden.SavingsLedger)
+	if !ok {
+		return nil
+	}
+	already, err := l.Savings(ctx, gpuwarden.SavingsQuery{Node: n.ID, From: now.AddDate(0, -1, 0)})
+	if err != nil {
+		return fmt.Errorf("read savings: %w", err)
+	}
+	s, ok := report.OrphanEnded(n, cur, now, lostAfter, by, already)
+	if !ok || s.Currency == "" {
+		return nil // not flagged, or nothing says what currency it billed in
+	}
+	return l.RecordSavings(ctx, []gpuwarden.Saving{s})
 }
 
 // nodeCurrency is what a node bills in: its label, else its project's.

@@ -312,8 +312,9 @@ func newRegistry(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node
 	return reg
 }
 
-func newMetricsHandler(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node, log *slog.Logger) nethttp.Handler {
+func newMetricsHandler(status func() gpuwarden.AgentStatus, node func() gpuwarden.Node, savings func() gpuwarden.SavingsLedger, log *slog.Logger) nethttp.Handler {
 	reg := newRegistry(status, node)
+	reg.MustRegister(savingsCollector{ledger: savings, log: log})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{log},
 		// A collector that fails (the process collector off Linux) must not

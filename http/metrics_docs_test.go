@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -49,6 +50,17 @@ func TestMetricsDocumented(t *testing.T) {
 	// A MIG instance, read in full.
 	st.Last.GPUs[0].MIG = []gpuwarden.MIGSample{{MIGInstance: gpuwarden.MIGInstance{Index: 0, UUID: "MIG-0", Profile: "3g.40gb", MemTotalBytes: 40 << 30}, UtilPercent: 50, MemUsedBytes: 1 << 30}}
 	mfs, err := newRegistry(func() gpuwarden.AgentStatus { return st }, func() gpuwarden.Node { return healthNode }).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		exposed[mf.GetName()] = true
+	}
+	// The agent's savings ledger, with one event.
+	ledger := agentLedger(t, agentSaving(gpuwarden.SavingIdleStop, 2520, ""))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(savingsCollector{ledger: func() gpuwarden.SavingsLedger { return ledger }})
+	mfs, err = reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

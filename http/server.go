@@ -51,6 +51,9 @@ type Server struct {
 	// Node is who pays for the box and where it runs (owner, project,
 	// provider, region, instance), for gpuwarden_node_info.
 	Node gpuwarden.Node
+	// Savings is the agent's savings ledger, read by the dashboard, by
+	// /metrics (gpuwarden_saved_total) and by /api/v1/savings; nil: none.
+	Savings gpuwarden.SavingsLedger
 
 	status  func() gpuwarden.AgentStatus
 	history func(ctx context.Context, since time.Time) ([]gpuwarden.NodeSample, error)
@@ -73,11 +76,12 @@ func NewServer(status func() gpuwarden.AgentStatus, history func(ctx context.Con
 		history: history,
 		log:     log.With("component", "http"),
 	}
-	s.metrics = newMetricsHandler(status, func() gpuwarden.Node { return s.Node }, s.log)
+	s.metrics = newMetricsHandler(status, func() gpuwarden.Node { return s.Node }, func() gpuwarden.SavingsLedger { return s.Savings }, s.log)
 	s.routes = map[string]nethttp.HandlerFunc{
 		"/":                   s.handleDashboard,
 		"/api/v1/status":      s.handleStatus,
 		"/api/v1/history":     s.handleHistory,
+		"/api/v1/savings":     s.handleSavings,
 		"/metrics":            s.metrics.ServeHTTP,
 		"/assets/" + styleCSS: serveAsset(styleCSS, "text/css; charset=utf-8"),
 		"/assets/" + scriptJS: serveAsset(scriptJS, "text/javascript; charset=utf-8"),

@@ -71,3 +71,28 @@ func TestFleetMigrationOnAgentLedger(t *testing.T) {
 		t.Errorf("State(idle.since) = %q, %v, %v; want the agent's value kept", v, ok, err)
 	}
 }
+
+// TestSavingsConformance holds the PostgreSQL savings ledgers, agent and
+// fleet, to what every savings ledger must do.
+func TestSavingsConformance(t *testing.T) {
+	t.Run("agent", func(t *testing.T) {
+		ledgertest.RunSavings(t, func(t *testing.T) (ledgertest.SavingsStore, func() ledgertest.SavingsStore) {
+			dsn := ledgertest.StartPostgres(t)
+			open := func() ledgertest.SavingsStore { return openTest(t, dsn) }
+			return open(), open
+		})
+	})
+	t.Run("fleet", func(t *testing.T) {
+		ledgertest.RunSavings(t, func(t *testing.T) (ledgertest.SavingsStore, func() ledgertest.SavingsStore) {
+			dsn := ledgertest.StartPostgres(t)
+			open := func() ledgertest.SavingsStore {
+				f, err := postgres.OpenFleet(context.Background(), dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			return open(), open
+		})
+	})
+}

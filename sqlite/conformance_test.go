@@ -41,3 +41,34 @@ func TestFleetConformance(t *testing.T) {
 		return open(), open
 	})
 }
+
+// TestSavingsConformance holds the agent's and the fleet server's SQLite
+// savings ledgers to what every savings ledger must do.
+func TestSavingsConformance(t *testing.T) {
+	t.Run("agent", func(t *testing.T) {
+		ledgertest.RunSavings(t, func(t *testing.T) (ledgertest.SavingsStore, func() ledgertest.SavingsStore) {
+			path := filepath.Join(t.TempDir(), "ledger.db")
+			open := func() ledgertest.SavingsStore {
+				l, err := sqlite.Open(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			return open(), open
+		})
+	})
+	t.Run("fleet", func(t *testing.T) {
+		ledgertest.RunSavings(t, func(t *testing.T) (ledgertest.SavingsStore, func() ledgertest.SavingsStore) {
+			path := filepath.Join(t.TempDir(), "fleet.db")
+			open := func() ledgertest.SavingsStore {
+				f, err := sqlite.OpenFleet(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			return open(), open
+		})
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -27,14 +28,15 @@ type reportFlags struct {
 	idleAfter, lostAfter time.Duration
 	post, postFormat     string
 	dataDir              string
+	from, to             string
 }
 
 func (a *app) reportCommand() *cobra.Command {
 	var f reportFlags
 	c := &cobra.Command{
-		Use:       "report spend|orphans|nodes|providers|heatmap|cost|provisioning",
-		Short:     "Fleet reports: spend vs budget, orphans, node and provider scorecards, heatmap, cost per result",
-		ValidArgs: report.Names,
+		Use:       "report spend|orphans|nodes|providers|heatmap|cost|provisioning|savings",
+		Short:     "Fleet reports: spend vs budget, orphans, node and provider scorecards, heatmap, cost per result, savings",
+		ValidArgs: append(slices.Clone(report.Names), "savings"),
 		Long: `report reads the fleet server (--server with a token, or --db on the server's
 box) and prints one report:
 
@@ -54,15 +56,18 @@ box) and prints one report:
              mean, p50, p95, outliers, and failures by class, from the
              attempts ` + "`gpuwarden launch`" + ` recorded in this box's ledger (--data-dir),
              or from the server
-
+` + savingsHelp + `
 ` + exitCodes("0  the report was made", "2  bad input or usage, or a token the server refuses", "3  the server or database does not answer",
 			"4  internal error"),
 		Example: `  gpuwarden report spend --server https://fleet:8080 --token-file viewer.token
   gpuwarden report spend --by owner -o json --db sqlite:/var/lib/gpuwarden/server.db
   gpuwarden report orphans -o md --post https://hooks.slack.com/services/…
-  gpuwarden report heatmap --hours 12`,
+  gpuwarden report heatmap --hours 12` + savingsExample,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "savings" {
+				return a.runSavingsReport(cmd.Context(), &f)
+			}
 			if err := outputFormat(f.output, "table", "json", "md"); err != nil {
 				return err
 			}
@@ -71,15 +76,17 @@ box) and prints one report:
 	}
 	f.fleet.register(c)
 	fl := c.Flags()
-	fl.StringVarP(&f.output, "output", "o", "table", "output format: table, json or md")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table, json or md (savings: also csv)")
 	fl.StringVar(&f.project, "project", "", "only this project (a fleet admin token sees all by default)")
-	fl.StringVar(&f.by, "by", "project", "spend: group by project, owner or provider")
-	fl.StringVar(&f.month, "month", "", "spend: the month, YYYY-MM (default: this month)")
+	fl.StringVar(&f.by, "by", "project", "spend: group by project, owner or provider; savings: project, owner, kind or node")
+	fl.StringVar(&f.month, "month", "", "spend, savings: the month, YYYY-MM (default: this month)")
+	fl.StringVar(&f.from, "from", "", "savings: the period's start, a date (2026-11-01) or RFC 3339 time, instead of --month")
+	fl.StringVar(&f.to, "to", "", "savings: the period's end (excluded), a date or RFC 3339 time")
 	fl.IntVar(&f.days, "days", 30, "nodes, providers, cost: days to look back")
 	fl.IntVar(&f.hours, "hours", 24, "heatmap: hours to show")
 	fl.DurationVar(&f.idleAfter, "idle-after", report.DefaultIdleAfter, "orphans: idle this long makes an orphan")
 	fl.DurationVar(&f.lostAfter, "lost-after", report.DefaultLostAfter, "orphans: no heartbeat this long makes a box lost")
-	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning: the ledger that gpuwarden launch recorded in (without --server or --db)")
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "provisioning, savings: this box's ledger (without --server or --db)")
 	fl.StringVar(&f.post, "post", "", "also post the markdown report to this webhook `URL`")
 	fl.StringVar(&f.postFormat, "post-format", notify.FormatAuto, "webhook body for --post: auto (from the URL), slack, teams, discord, pagerduty, ntfy or json")
 	return c

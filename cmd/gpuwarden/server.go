@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/postgres"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 	"github.com/spf13/cobra"
@@ -42,6 +43,9 @@ type serverFlags struct {
 	idleAfter, lostAfter time.Duration
 	dataDir              string
 	noBootstrap          bool
+	webhooks             []string
+	webhookFormat        string
+	publicURL            string
 }
 
 func (a *app) serverCommand() *cobra.Command {
@@ -66,6 +70,11 @@ server keeps them in SQLite (the default) or PostgreSQL and answers:
 Every route but /healthz needs a token (` + "`gpuwarden token create`" + `); tokens belong to
 a project and a role (agent, viewer, admin) and are stored hashed. The dashboard
 is at / (sign in with a token); /metrics serves Prometheus.
+
+Each --webhook URL (Slack, Teams, PagerDuty … as for ` + "`up`" + `) gets a monthly summary on
+the 1st (UTC): last month's spend, what gpuwarden saved (confirmed and
+estimated apart), the biggest saving and the biggest waste still billing.
+DATA_DIR/sent/ records what went out, so that a restart never sends it twice.
 
 The first token: the server binds --addr first (a port in use fails before
 anything is created), then, if the database holds no token at all, creates
@@ -110,6 +119,9 @@ command line.
 	fl.DurationVar(&f.idleAfter, "idle-after", 4*time.Hour, "an idle box becomes an orphan after this long")
 	fl.DurationVar(&f.lostAfter, "lost-after", 10*time.Minute, "a silent box is lost (maybe still billing) after this long; until then no other box may register its node ID")
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir(), "`DIR` of the default SQLite database and of the bootstrap admin.token")
+	fl.StringArrayVar(&f.webhooks, "webhook", nil, "send the monthly savings summary to `URL` on the 1st; repeatable (docs/alerts.md)")
+	fl.StringVar(&f.webhookFormat, "webhook-format", notify.FormatAuto, "webhook body: "+strings.Join(notify.Formats, ", ")+" (auto: from the URL)")
+	fl.StringVar(&f.publicURL, "public-url", "", "the dashboard's `URL` as people open it, for the summary's link")
 	fl.BoolVar(&f.noBootstrap, "no-bootstrap", false, "never create the first admin token: make it once with 'gpuwarden token create --bootstrap' (replicas, Kubernetes)")
 	return c
 }
@@ -120,6 +132,10 @@ func (a *app) runServer(cmd *cobra.Command, f *serverFlags) error {
 	log := a.log.With("component", "server")
 	if f.maxBody < 1024 || f.rate < 0 || f.idleAfter <= 0 || f.lostAfter <= 0 {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--max-body must be at least 1024, --rate-limit ≥ 0, --idle-after and --lost-after positive")
+	}
+	hooks, err := gwhttp.WebhookSummaryHooks(f.webhooks, f.webhookFormat, log)
+	if err != nil {
+		return err
 	}
 	// The port first: a server that cannot listen must not create a
 	// database, and above all no token, that a retry would not show again.
@@ -156,6 +172,11 @@ func (a *app) runServer(cmd *cobra.Command, f *serverFlags) error {
 	}
 	log.Info("fleet server up", "url", scheme+"://"+addr+"/", "db", where)
 	go retain(ctx, store, a.now, log)
+	if len(hooks) > 0 {
+		// Last month's spend and savings, once, on the 1st (docs/alerts.md).
+		ms := &gwhttp.MonthlySummaries{Server: srv, Hooks: hooks, Marks: gwhttp.DirMarks{Dir: filepath.Join(f.dataDir, "sent")}, Link: f.publicURL}
+		go ms.Run(ctx)
+	}
 	<-ctx.Done()
 	err = srv.Wait()
 	log.Info("fleet server stopped")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/spf13/cobra"
 )
 
@@ -39,7 +40,7 @@ sleep, and the last alerts and notices.
 			if output == "json" {
 				return writeJSONBytes(a.stdout, "status", raw)
 			}
-			return statusScreen(a.stdout, st)
+			return statusScreen(a.stdout, st, fetchSaved(cmd.Context(), addr))
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "`ADDR` the agent listens on")
@@ -71,7 +72,53 @@ func fetchStatus(ctx context.Context, addr string) (gpuwarden.AgentStatus, []byt
 	return st, raw, nil
 }
 
-func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
+// fetchSaved asks the agent what it saved this month; nil when it keeps no
+// savings ledger or is older than the savings API, so that status still
+// shows everything else.
+func fetchSaved(ctx context.Context, addr string) *report.SavingsReport {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/savings", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var r report.SavingsReport
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// savedLines says what the agent saved this month, one line per currency,
+// confirmed and estimated apart: "€126.00 in 2026-12 (€25.20 confirmed,
+// €100.80 estimated); 3 events, 1 not saved".
+func savedLines(r *report.SavingsReport) []string {
+	if r == nil {
+		return nil
+	}
+	month := r.From.UTC().Format("2006-01")
+	if len(r.Totals) == 0 {
+		return []string{"nothing recorded in " + month + " yet"}
+	}
+	var out []string
+	for _, t := range r.Totals {
+		c := t.Currency.Format
+		split := c(t.Confirmed) + " confirmed, " + c(t.Estimated) + " estimated"
+		if t.Attributed != 0 {
+			split += ", " + c(t.Attributed) + " attributed"
+		}
+		out = append(out, fmt.Sprintf("%s in %s (%s); %d %s, %d not saved",
+			c(t.Total), month, split, t.Events, plural(t.Events, "event", "events"), t.NotSaved))
+	}
+	return out
+}
+
+func statusScreen(w io.Writer, st gpuwarden.AgentStatus, saved *report.SavingsReport) error {
 	var b strings.Builder
 	mode := ""
 	switch {
@@ -157,6 +204,9 @@ func statusScreen(w io.Writer, st gpuwarden.AgentStatus) error {
 			cur(bu.Forecast), cur(bu.Limit), int64(bu.Spent)*100/int64(bu.Limit), bu.Currency.FormatRate(bu.HourlyRate, "h"))
 	} else {
 		fmt.Fprintf(&b, "Budget    %s spent in %s, forecast %s; no limit set\n", cur(bu.Spent), bu.Month, cur(bu.Forecast))
+	}
+	for _, l := range savedLines(saved) {
+		fmt.Fprint(&b, wrap(l, "Saved     ", pageWidth))
 	}
 	fmt.Fprint(&b, wrap(st.Diagnosis.Verdict+": "+st.Diagnosis.Detail, "Diagnosis ", pageWidth))
 	for _, n := range st.Notices {

@@ -274,6 +274,13 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	defer host.Close()
 	ag = agent.New(cfg, gpus, host, ledger, notifier, log)
 	ag.SetSimulated(f.simulate != "")
+	// What the savings are priced with: the node's price, provider and
+	// spot labels (issue #29).
+	savingsCfg, err := agent.SavingsFromNode(node)
+	if err != nil {
+		return err
+	}
+	ag.SetSavings(savingsCfg)
 	// The stop that ends this provider's bill, proven in the background
 	// so that a slow provider API never delays the start.
 	in := f.stopInput(cmd, p)
@@ -306,6 +313,10 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if f.listen != "" {
 		srv := gwhttp.NewServer(ag.Status, ledger.Samples, a.log)
 		srv.Node = node
+		// The savings ledger feeds the page, /metrics and /api/v1/savings.
+		if sl, ok := any(ledger).(gpuwarden.SavingsLedger); ok {
+			srv.Savings = sl
+		}
 		addr, err := srv.Serve(ctx, f.listen)
 		if err != nil {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "--listen %s: %v", f.listen, err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -162,4 +163,61 @@ func CheckPagerDuty(t testing.TB, b []byte) PagerDutyEvent {
 		t.Errorf("pagerduty: timestamp %q", p.Timestamp)
 	}
 	return m
+}
+
+// CheckSlack checks a Block Kit message: a text fallback, and blocks of
+// known types within their limits (api.slack.com/reference/block-kit/blocks).
+func CheckSlack(t testing.TB, b []byte) {
+	t.Helper()
+	var m struct {
+		Text   string `json:"text"`
+		Blocks []struct {
+			Type string `json:"type"`
+			Text *struct {
+				Type, Text string
+			} `json:"text"`
+			Fields []struct {
+				Type, Text string
+			} `json:"fields"`
+			Elements []struct {
+				Type, Text string
+			} `json:"elements"`
+		} `json:"blocks"`
+	}
+	decode(t, b, &m)
+	if strings.TrimSpace(m.Text) == "" {
+		t.Error("slack: no text fallback")
+	}
+	if len(m.Blocks) == 0 || len(m.Blocks) > 50 {
+		t.Errorf("slack: %d blocks, want 1..50", len(m.Blocks))
+	}
+	for i, bl := range m.Blocks {
+		switch bl.Type {
+		case "header":
+			if bl.Text == nil || bl.Text.Type != "plain_text" || utf8.RuneCountInString(bl.Text.Text) > 150 || bl.Text.Text == "" {
+				t.Errorf("slack: block %d: header needs plain_text of 1..150 characters: %+v", i, bl.Text)
+			}
+		case "section":
+			if bl.Text == nil && len(bl.Fields) == 0 {
+				t.Errorf("slack: block %d: section without text or fields", i)
+			}
+			if bl.Text != nil && (utf8.RuneCountInString(bl.Text.Text) > 3000 || !slices.Contains([]string{"mrkdwn", "plain_text"}, bl.Text.Type)) {
+				t.Errorf("slack: block %d: section text over 3000 characters or of type %q", i, bl.Text.Type)
+			}
+			if len(bl.Fields) > 10 {
+				t.Errorf("slack: block %d: %d fields, at most 10", i, len(bl.Fields))
+			}
+			for _, f := range bl.Fields {
+				if utf8.RuneCountInString(f.Text) > 2000 || f.Text == "" {
+					t.Errorf("slack: block %d: field of %d characters, want 1..2000", i, utf8.RuneCountInString(f.Text))
+				}
+			}
+		case "context":
+			if len(bl.Elements) == 0 || len(bl.Elements) > 10 {
+				t.Errorf("slack: block %d: context with %d elements, want 1..10", i, len(bl.Elements))
+			}
+		default:
+			t.Errorf("slack: block %d: type %q is not one this sender uses", i, bl.Type)
+		}
+	}
 }

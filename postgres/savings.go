@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/fleetrow"
+)
+
+var (
+	_ gpuwarden.SavingsLedger = (*Ledger)(nil)
+	_ gpuwarden.SavingsLedger = (*Fleet)(nil)
+)
+
+// selectSavingsSQL follows gpuwarden.SavingsQuery.Match: an event whose
+// period overlaps [$1, $2), an empty one when it lies inside; the filters
+// are skipped when empty.
+const selectSavingsSQL = `SELECT ` + fleetrow.SavingColumns + ` FROM savings
+WHERE from_ms < $2 AND (to_ms > $1 OR (to_ms = from_ms AND from_ms >= $1))
+ AND ($3::text = '' OR project = $3) AND ($4::text = '' OR owner = $4) AND ($5::text = '' OR node_id = $5)
+ AND ($6::text = '' OR kind = $6)
+ORDER BY from_ms, id`
+
+// recordSavings validates every event, then upserts them in one transaction.
+func recordSavings(ctx context.Context, pool *pgxpool.Pool, events []gpuwarden.Saving) error {
+	if err := fleetrow.ValidateSavings(events); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, e := range events {
+			b.Queue(fleetrow.UpsertSavingSQL, fleetrow.SavingArgs(e)...)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
+
+func querySavings(ctx context.Context, pool *pgxpool.Pool, q gpuwarden.SavingsQuery) ([]gpuwarden.Saving, error) {
+	rows, err := pool.Query(ctx, selectSavingsSQL, fleetrow.SavingsQueryArgs(q)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []gpuwarden.Saving
+	for rows.Next() {
+		e, err := fleetrow.ScanSaving(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// RecordSavings stores events, replacing those with the same ID, in one
+// transaction; an invalid event stores nothing (EInvalid).
+func (l *Ledger) RecordSavings(ctx context.Context, events []gpuwarden.Saving) error {
+	if err := recordSavings(ctx, l.pool, events); err != nil {
+		return l.wrap("record savings", err)
+	}
+	return nil
+}
+
+// Savings returns the events q selects, ordered by From, then ID.
+func (l *Ledger) Savings(ctx context.Context, q gpuwarden.SavingsQuery) ([]gpuwarden.Saving, error) {
+	out, err := querySavings(ctx, l.pool, q)
+	if err != nil {
+		return nil, l.wrap("read savings", err)
+	}
+	return out, nil
+}
+
+// RecordSavings stores events, replacing those with the same ID, in one
+// transaction; an invalid event stores nothing (EInvalid).
+func (f *Fleet) RecordSavings(ctx context.Context, events []gpuwarden.Saving) error {
+	if err := recordSavings(ctx, f.pool, events); err != nil {
+		return f.wrap("record savings", err)
+	}
+	return nil
+}
+
+// Savings returns the events q selects, ordered by From, then ID.
+func (f *Fleet) Savings(ctx context.Context, q gpuwarden.SavingsQuery) ([]gpuwarden.Saving, error) {
+	out, err := querySavings(ctx, f.pool, q)
+	if err != nil {
+		return nil, f.wrap("read savings", err)
+	}
+	return out, nil
+}
