@@ -748,12 +748,12 @@ func agentRunning(f Facts) Item {
 	switch {
 	case !f.OnGPUBox:
 		it.Status, it.Evidence = Warn, "not on the box: start the agent there before the first job"
-		it.Fix = "on the box: gpuwarden up " + planArg(f) + "(or the systemd unit in deploy/)"
+		it.Fix = "on the box: gpuwarden up " + planArg(f) + "(or the systemd unit in packaging/systemd/)"
 	case f.AgentRunning != nil && *f.AgentRunning:
 		it.Status, it.Evidence = OK, "gpuwarden up answers on 127.0.0.1:7070"
 	default:
 		it.Status, it.Evidence = Fail, "no agent answers on 127.0.0.1:7070: nothing stops the box when it idles"
-		it.Fix = "gpuwarden up " + planArg(f) + "(or enable deploy/gpuwarden.service)"
+		it.Fix = "gpuwarden up " + planArg(f) + "(or sudo systemctl enable --now gpuwarden: the unit of the .deb and .rpm, packaging/systemd/gpuwarden.service)"
 	}
 	return it
 }
