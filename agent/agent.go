@@ -83,6 +83,9 @@ type Agent struct {
 	ledgerWarnings []string
 	// savings is what the agent prices its savings with (SetSavings).
 	savings SavingsConfig
+	// oversizedSince is when the current oversized episode's event was
+	// recorded; zero while the verdict is anything else.
+	oversizedSince time.Time
 }
 
 // New builds an agent; gpus may be nil (the CPU path) and notify may be nil.
@@ -242,6 +245,7 @@ func (a *Agent) Tick(ctx context.Context) {
 	budget := a.budgetPolicy(ctx, now)
 	a.offHoursPolicy(ctx, now)
 	diag := Diagnose(window, a.gpus != nil)
+	a.oversizedPolicy(ctx, diag, now)
 
 	events, err := a.ledger.Events(ctx, 10)
 	if err != nil && ctx.Err() == nil {

@@ -1,7 +1,12 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -98,4 +103,69 @@ func coresSaturated(h gpuwarden.HostSample) bool {
 		}
 	}
 	return full*2 >= len(h.CPUPerCore)
+}
+
+// oversizedPolicy records one diagnosis-oversized event per episode in
+// which the verdict is oversized: the evidence that a box started with
+// --label replaces=THIS_NODE saves the rate difference (issue #29). Only a
+// verdict over a whole diagnosis window counts, so that the first minutes
+// of a job (loading data, compiling) are no diagnosis. The key is the
+// episode's start, so a restart within an episode would start a new one
+// only after a new full window.
+func (a *Agent) oversizedPolicy(ctx context.Context, d gpuwarden.Diagnosis, now time.Time) {
+	full := d.WindowSeconds >= (a.cfg.DiagnosisWindow - a.cfg.Interval).Seconds()
+	a.mu.Lock()
+	if d.Verdict != "oversized" {
+		a.oversizedSince = time.Time{}
+		a.mu.Unlock()
+		return
+	}
+	if !full || !a.oversizedSince.IsZero() {
+		a.mu.Unlock()
+		return
+	}
+	a.oversizedSince = now
+	gpus := a.status.GPUs
+	// The label names the node as the fleet server knows it (--node-id),
+	// which may differ from the agent's name for it.
+	id := a.savings.Node
+	if id == "" {
+		id = a.cfg.Node
+	}
+	a.mu.Unlock()
+	model, count := gpuModels(gpus)
+	a.alert(ctx, gpuwarden.Event{Kind: gpuwarden.EventDiagnosisOversized, Severity: gpuwarden.SeverityInfo, Time: now,
+		Key: "oversized-" + now.UTC().Format(time.RFC3339),
+		Message: fmt.Sprintf("%s is oversized: %d× %s at %.1f%% utilization using %.1f%% of their memory over %s; a smaller card would do "+
+			"(a box started with --label %s=%s records the saving)", a.cfg.Node, count, model, d.GPUUtilAvg, d.GPUMemAvg,
+			time.Duration(d.WindowSeconds*float64(time.Second)).Round(time.Second), gpuwarden.LabelReplaces, id),
+		Data: map[string]string{
+			gpuwarden.DataUtilAvg:       strconv.FormatFloat(d.GPUUtilAvg, 'f', 1, 64),
+			gpuwarden.DataMemAvg:        strconv.FormatFloat(d.GPUMemAvg, 'f', 1, 64),
+			gpuwarden.DataGPUModel:      model,
+			gpuwarden.DataGPUCount:      strconv.Itoa(count),
+			gpuwarden.DataWindowSeconds: strconv.FormatFloat(d.WindowSeconds, 'f', 0, 64),
+		}})
+}
+
+// gpuModels names the box's cards: one model, or the distinct models
+// joined with "+" on a mixed box.
+func gpuModels(gpus []gpuwarden.GPU) (string, int) {
+	var models []string
+	for _, g := range gpus {
+		m := g.Model
+		if m == "" {
+			m = g.Name
+		}
+		if m == "" {
+			m = "unknown GPU"
+		}
+		if !slices.Contains(models, m) {
+			models = append(models, m)
+		}
+	}
+	if len(models) == 0 {
+		return "unknown GPU", 0
+	}
+	return strings.Join(models, "+"), len(gpus)
 }

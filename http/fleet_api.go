@@ -271,6 +271,7 @@ func (s *FleetServer) batch(w nethttp.ResponseWriter, r *nethttp.Request, sc sco
 	if res.Savings, err = s.ingestSavings(r.Context(), id, b.Savings); err != nil {
 		return err
 	}
+	s.recordRightSize(r.Context(), id)
 	s.metrics.ingest.Observe(time.Since(start).Seconds())
 	return writeJSON(w, nethttp.StatusOK, res)
 }
@@ -566,7 +567,10 @@ type nodeOwners struct {
 // nodeOwner is a node's project and writing token as read at read.
 type nodeOwner struct {
 	project, tokenID string
-	read             time.Time
+	// replaces is the node's replaces label (recordRightSize), so that a
+	// batch of a node without it costs no read.
+	replaces string
+	read     time.Time
 }
 
 // nodeOwnerTTL bounds how long a node's owner is trusted without reading
@@ -581,7 +585,7 @@ func (o *nodeOwners) remember(n gpuwarden.Node) {
 	if o.m == nil {
 		o.m = map[string]nodeOwner{}
 	}
-	o.m[n.ID] = nodeOwner{project: n.Project, tokenID: n.TokenID, read: o.clock()}
+	o.m[n.ID] = nodeOwner{project: n.Project, tokenID: n.TokenID, replaces: n.Labels.Extra[gpuwarden.LabelReplaces], read: o.clock()}
 }
 
 func (o *nodeOwners) clock() time.Time {
@@ -606,7 +610,7 @@ func (o *nodeOwners) owner(ctx context.Context, id string) (nodeOwner, error) {
 		return nodeOwner{}, err
 	}
 	o.remember(n)
-	return nodeOwner{project: n.Project, tokenID: n.TokenID, read: o.clock()}, nil
+	return nodeOwner{project: n.Project, tokenID: n.TokenID, replaces: n.Labels.Extra[gpuwarden.LabelReplaces], read: o.clock()}, nil
 }
 
 // beatWriter commits heartbeats in groups: while one transaction runs, the

@@ -432,12 +432,15 @@ type RightSize struct {
 	OversizedSource, RecommendedSource string
 	Evidence                           string
 	Currency                           gpuwarden.Currency
+	// Already are the node's events counted before: the hours its own
+	// stops counted are hours it did not run, so not right-sized hours.
+	Already []gpuwarden.Saving
 }
 
 // RightSizeSaving prices a right-sized box: the rate difference over the
-// hours it ran. Estimated: the oversized box did not run these hours.
-// Without evidence (a diagnosis and a plan naming both boxes) there is no
-// event (ok is false).
+// hours it ran, less those its own stops counted (Already). Estimated:
+// the oversized box did not run these hours. Without evidence (a
+// diagnosis and a plan naming both boxes) there is no event (ok is false).
 func RightSizeSaving(r RightSize, recorded time.Time) (gpuwarden.Saving, bool) {
 	if strings.TrimSpace(r.Evidence) == "" {
 		return gpuwarden.Saving{}, false
@@ -451,8 +454,6 @@ func RightSizeSaving(r RightSize, recorded time.Time) (gpuwarden.Saving, bool) {
 		ev.NotSaved = "a rate is unknown"
 		return ev, true
 	}
-	q := microHours(r.To.Sub(r.From))
-	ev.Hours = q.Float()
-	ev.Amount = gpuwarden.MulCents(ev.Rate, q)
+	price(&ev, span{ev.From, ev.To}, nil, r.Already)
 	return ev, true
 }

@@ -109,7 +109,12 @@ kubelet's pod-resources socket (--kubelet-socket).
 With --server it also reports to a fleet server (gpuwarden server): it
 registers the box with its --label values, sends a heartbeat every
 --heartbeat and ships its events and minutes from the local ledger, which is
-the queue: nothing is lost while the server is away, and a replay is ignored. The
+the queue: nothing is lost while the server is away, and a replay is ignored.
+When its GPUs stay under 15% busy and 30% of their memory over the 10-minute
+diagnosis window, it records a diagnosis-oversized event, once per episode. A
+smaller box started in its place with --label ` + gpuwarden.LabelReplaces + `=NODE_ID (the oversized
+node, same project) gets a right-size saving from the server: the two price
+labels' difference over the hours it runs (docs/savings.md). The
 PLAN file (default gpuwarden.yaml when present) supplies the budget, the box's
 rate and the idle window (on_hours.auto_shutdown_idle_minutes). Without an
 NVIDIA driver it runs on the CPU path and says so.

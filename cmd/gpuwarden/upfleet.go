@@ -29,7 +29,7 @@ func (f *fleetUpFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the agent token from `FILE`")
 	fl.StringVar(&f.nodeID, "node-id", "", "the box's `ID` on the server (default: host name and GPU UUIDs, hashed; with --simulate also --data-dir, so that two simulated agents on one host are two nodes)")
 	fl.StringVar(&f.instanceID, "instance-id", os.Getenv("GPUWARDEN_INSTANCE_ID"), "the machine's cloud instance `ID`, which tells the server two boxes sending one node ID apart (default $GPUWARDEN_INSTANCE_ID, else a hash of the host name, /etc/machine-id and --data-dir)")
-	fl.StringSliceVar(&f.labels, "label", nil, "`KEY=VALUE` labels: owner, provider, region, instance_type, price, currency, spot, ttl, launched_at, or any other; repeatable")
+	fl.StringSliceVar(&f.labels, "label", nil, "`KEY=VALUE` labels: owner, provider, region, instance_type, price, currency, spot, ttl, launched_at, "+gpuwarden.LabelReplaces+" (the node this box right-sizes), or any other; repeatable")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 15*time.Second, "time between heartbeats to --server")
 }
 
