@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	nethttp "net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -62,53 +60,12 @@ type SentMarks interface {
 	Release(ctx context.Context, key string) error
 }
 
-// DirMarks keeps each claim as a file in a directory (the server's data
-// dir): creating a file that must not exist is atomic, so that servers
-// sharing the directory send a summary once between them.
-type DirMarks struct{ Dir string }
-
-// markName makes a file name of a key.
-func (d DirMarks) markName(key string) string {
-	return filepath.Join(d.Dir, strings.NewReplacer("/", "_", "\\", "_", "..", "_").Replace(key)+".sent")
-}
-
-// Claim creates the key's file, failing to when it exists.
-func (d DirMarks) Claim(ctx context.Context, key string) (bool, error) {
-	if err := os.MkdirAll(d.Dir, 0o700); err != nil {
-		return false, fmt.Errorf("claim %s: %w", key, err)
-	}
-	f, err := os.OpenFile(d.markName(key), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("claim %s: %w", key, err)
-	}
-	_, werr := fmt.Fprintln(f, time.Now().UTC().Format(time.RFC3339))
-	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		return false, fmt.Errorf("claim %s: %w", key, err)
-	}
-	return true, nil
-}
-
-// Release removes the key's file.
-func (d DirMarks) Release(ctx context.Context, key string) error {
-	if err := os.Remove(d.markName(key)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("release %s: %w", key, err)
-	}
-	return nil
-}
-
 // MonthlySummaries sends last month's spend and savings to the webhooks
 // once, when the server's clock has crossed into a new month (UTC).
 type MonthlySummaries struct {
 	// Server is whose ledger and clock the summary reads.
 	Server *FleetServer
 	Hooks  []SummaryHook
-	// Marks records what was sent. When the fleet ledger can record it
-	// itself (it implements SentMarks), the ledger is used instead, so that
-	// replicas on one database send once.
-	Marks SentMarks
 	// Link is the dashboard's base URL ("https://fleet.example:8080"); the
 	// summary links its savings page. Empty: no link.
 	Link string
@@ -118,10 +75,8 @@ type MonthlySummaries struct {
 
 // marks is the record in use: the ledger's where it keeps one.
 func (m *MonthlySummaries) marks() SentMarks {
-	if l, ok := m.Server.store.(SentMarks); ok {
-		return l
-	}
-	return m.Marks
+	l, _ := m.Server.store.(SentMarks)
+	return l
 }
 
 // Run checks now and then every Every until ctx ends; failures are logged
@@ -156,7 +111,7 @@ func (m *MonthlySummaries) Check(ctx context.Context) (int, error) {
 	}
 	marks := m.marks()
 	if marks == nil {
-		return 0, gpuwarden.Errorf(gpuwarden.EInternal, "monthly summary: nowhere to record what was sent")
+		return 0, gpuwarden.Errorf(gpuwarden.EInternal, "monthly summary: the fleet ledger keeps no record of what was sent")
 	}
 	now := m.Server.now().UTC()
 	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)

@@ -93,8 +93,7 @@ func TestMonthlySummary(t *testing.T) {
 		summaryHook(t, "pagerduty", pager.srv.URL+"/v2/enqueue?routing_key="+summaryRoutingKey, notify.FormatPagerDuty),
 		summaryHook(t, "flaky", flaky.srv.URL+"/services/T1/B1/secret", notify.FormatSlack),
 	}
-	marks := DirMarks{Dir: t.TempDir()}
-	m := &MonthlySummaries{Server: f.srv, Hooks: hooks, Marks: marks, Link: f.base}
+	m := &MonthlySummaries{Server: f.srv, Hooks: hooks, Link: f.base}
 	check := func(want int, wantErr bool) {
 		t.Helper()
 		n, err := m.Check(context.Background())
@@ -166,10 +165,10 @@ func TestMonthlySummary(t *testing.T) {
 	check(0, false)
 	same(counts(), 1, 1, 1, 2)
 
-	// A restarted server over the same ledger and data dir sends nothing.
+	// A restarted server over the same ledger sends nothing.
 	again := NewFleetServer(f.store, nil)
 	again.Now = clock.Now
-	m2 := &MonthlySummaries{Server: again, Hooks: hooks, Marks: DirMarks{Dir: marks.Dir}}
+	m2 := &MonthlySummaries{Server: again, Hooks: hooks}
 	if n, err := m2.Check(context.Background()); n != 0 || err != nil {
 		t.Fatalf("after a restart: sent %d (err %v), want 0", n, err)
 	}
@@ -197,35 +196,5 @@ func TestMonthlySummary(t *testing.T) {
 	same(counts(), 2, 2, 2, 3)
 	if last := slack.got()[1]; !strings.Contains(last, "2026-12") || strings.Contains(last, "€210.00") {
 		t.Errorf("January's summary is not December's:\n%s", last)
-	}
-}
-
-// TestDirMarks: a claim is taken once, survives a new DirMarks on the same
-// directory, and a release gives it back.
-func TestDirMarks(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	a, b := DirMarks{Dir: dir}, DirMarks{Dir: dir}
-	for _, step := range []struct {
-		name string
-		do   func() (bool, error)
-		want bool
-	}{
-		{"first claim", func() (bool, error) { return a.Claim(ctx, "savings-summary/2026-11/slack") }, true},
-		{"claim again", func() (bool, error) { return a.Claim(ctx, "savings-summary/2026-11/slack") }, false},
-		{"another process", func() (bool, error) { return b.Claim(ctx, "savings-summary/2026-11/slack") }, false},
-		{"another key", func() (bool, error) { return b.Claim(ctx, "savings-summary/2026-11/teams") }, true},
-		{"after release", func() (bool, error) {
-			if err := a.Release(ctx, "savings-summary/2026-11/slack"); err != nil {
-				return false, err
-			}
-			return b.Claim(ctx, "savings-summary/2026-11/slack")
-		}, true},
-		{"a key with a path in it stays in the dir", func() (bool, error) { return a.Claim(ctx, "../../x") }, true},
-	} {
-		got, err := step.do()
-		if err != nil || got != step.want {
-			t.Errorf("%s: %v (err %v), want %v", step.name, got, err, step.want)
-		}
 	}
 }

@@ -96,3 +96,19 @@ func TestSavingsConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestClaimsConformance: the PostgreSQL fleet ledger keeps the monthly
+// summary's claims once across replicas (ledgertest.RunClaims).
+func TestClaimsConformance(t *testing.T) {
+	ledgertest.RunClaims(t, func(t *testing.T) (ledgertest.ClaimStore, func() ledgertest.ClaimStore) {
+		dsn := ledgertest.StartPostgres(t)
+		open := func() ledgertest.ClaimStore {
+			f, err := postgres.OpenFleet(context.Background(), dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		return open(), open
+	})
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,4 +93,23 @@ func (f *Fleet) Savings(ctx context.Context, q gpuwarden.SavingsQuery) ([]gpuwar
 		return nil, f.wrap("read savings", err)
 	}
 	return out, nil
+}
+
+// Claim records key once in the fleet ledger and reports whether this call
+// did: the monthly summary's record of what was sent (http.SentMarks),
+// shared by every replica on the database.
+func (f *Fleet) Claim(ctx context.Context, key string) (bool, error) {
+	tag, err := f.pool.Exec(ctx, fleetrow.ClaimSQL, fleetrow.ClaimName(key), time.Now().UTC().Format(time.RFC3339))
+	if err != nil {
+		return false, f.wrap("claim "+key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Release forgets a claim whose send failed, so that the next check retries.
+func (f *Fleet) Release(ctx context.Context, key string) error {
+	if _, err := f.pool.Exec(ctx, fleetrow.ReleaseSQL, fleetrow.ClaimName(key)); err != nil {
+		return f.wrap("release "+key, err)
+	}
+	return nil
 }

@@ -72,3 +72,19 @@ func TestSavingsConformance(t *testing.T) {
 		})
 	})
 }
+
+// TestClaimsConformance: the SQLite fleet ledger keeps the monthly
+// summary's claims once across handles (ledgertest.RunClaims).
+func TestClaimsConformance(t *testing.T) {
+	ledgertest.RunClaims(t, func(t *testing.T) (ledgertest.ClaimStore, func() ledgertest.ClaimStore) {
+		path := filepath.Join(t.TempDir(), "fleet.db")
+		open := func() ledgertest.ClaimStore {
+			f, err := sqlite.OpenFleet(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		return open(), open
+	})
+}

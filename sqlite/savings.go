@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/internal/fleetrow"
@@ -108,4 +109,27 @@ func (f *Fleet) Savings(ctx context.Context, q gpuwarden.SavingsQuery) ([]gpuwar
 		return nil, f.wrap("read savings", err)
 	}
 	return out, nil
+}
+
+// Claim records key once in the fleet ledger and reports whether this call
+// did: the monthly summary's record of what was sent (http.SentMarks),
+// shared by every server on the ledger.
+func (f *Fleet) Claim(ctx context.Context, key string) (bool, error) {
+	res, err := f.db.ExecContext(ctx, fleetrow.ClaimSQL, fleetrow.ClaimName(key), time.Now().UTC().Format(time.RFC3339))
+	if err != nil {
+		return false, f.wrap("claim "+key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, f.wrap("claim "+key, err)
+	}
+	return n == 1, nil
+}
+
+// Release forgets a claim whose send failed, so that the next check retries.
+func (f *Fleet) Release(ctx context.Context, key string) error {
+	if _, err := f.db.ExecContext(ctx, fleetrow.ReleaseSQL, fleetrow.ClaimName(key)); err != nil {
+		return f.wrap("release "+key, err)
+	}
+	return nil
 }

@@ -74,7 +74,8 @@ is at / (sign in with a token); /metrics serves Prometheus.
 Each --webhook URL (Slack, Teams, PagerDuty … as for ` + "`up`" + `) gets a monthly summary on
 the 1st (UTC): last month's spend, what gpuwarden saved (confirmed and
 estimated apart), the biggest saving and the biggest waste still billing.
-DATA_DIR/sent/ records what went out, so that a restart never sends it twice.
+The fleet ledger records what went out, so that a restart never sends it
+twice and replicas on one database send it once.
 
 The first token: the server binds --addr first (a port in use fails before
 anything is created), then, if the database holds no token at all, creates
@@ -174,7 +175,7 @@ func (a *app) runServer(cmd *cobra.Command, f *serverFlags) error {
 	go retain(ctx, store, a.now, log)
 	if len(hooks) > 0 {
 		// Last month's spend and savings, once, on the 1st (docs/alerts.md).
-		ms := &gwhttp.MonthlySummaries{Server: srv, Hooks: hooks, Marks: gwhttp.DirMarks{Dir: filepath.Join(f.dataDir, "sent")}, Link: f.publicURL}
+		ms := &gwhttp.MonthlySummaries{Server: srv, Hooks: hooks, Link: f.publicURL}
 		go ms.Run(ctx)
 	}
 	<-ctx.Done()

@@ -72,3 +72,15 @@ func ScanSaving(scan func(dest ...any) error) (gpuwarden.Saving, error) {
 	e.Hours, e.Rate, e.Amount = gpuwarden.Micros(hours).Float(), gpuwarden.Micros(rate), gpuwarden.Cents(amount)
 	return e, nil
 }
+
+// ClaimSQL records a one-time mark in the state table ($1 its name, $2 when):
+// one row affected means this caller claimed it, none that another had
+// (http.SentMarks: replicas on one database send a summary once).
+const ClaimSQL = `INSERT INTO state (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
+
+// ReleaseSQL forgets a claim ($1 its name) whose work failed.
+const ReleaseSQL = `DELETE FROM state WHERE name = $1`
+
+// ClaimName is the state row of a claim: prefixed, so that no claim can
+// take the name of another value the ledger keeps.
+func ClaimName(key string) string { return "claim:" + key }
