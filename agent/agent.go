@@ -132,10 +132,19 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.Tick(ctx)
 		case <-compact.C:
 			if err := a.ledger.Compact(ctx, a.Now()); err != nil {
-				a.log.Warn("compact ledger", "err", err)
+				a.warn(ctx, "compact ledger", "err", err)
 			}
 		}
 	}
+}
+
+// warn logs a failure, unless the agent is stopping: a ledger write cut
+// short by the stop (context canceled) is the stop itself, not news.
+func (a *Agent) warn(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil {
+		return
+	}
+	a.log.Warn(msg, args...)
 }
 
 // start restores the clocks the ledger kept and reads the inventory.
@@ -176,7 +185,7 @@ func (a *Agent) start(ctx context.Context) error {
 	// This start ends the counterfactual of the last stop: its saving is
 	// priced up to now.
 	if err := a.noteStart(ctx, now); err != nil {
-		a.log.Warn("keep the start for the savings", "err", err)
+		a.warn(ctx, "keep the start for the savings", "err", err)
 	}
 	a.recordSavings(ctx)
 	return nil
@@ -228,7 +237,7 @@ func (a *Agent) Tick(ctx context.Context) {
 	// The ledger keeps readings; a GPU that gave none is left out of it
 	// rather than stored as a sample of zeros.
 	if err := a.ledger.RecordSample(ctx, readOnly(s)); err != nil {
-		a.log.Warn("record sample", "err", err)
+		a.warn(ctx, "record sample", "err", err)
 	}
 	a.mu.Lock()
 	a.window = append(a.window, s)
@@ -311,7 +320,7 @@ func (a *Agent) sample(ctx context.Context, now time.Time) (gpuwarden.NodeSample
 	if a.host != nil {
 		h, err := a.host.Sample()
 		if err != nil {
-			a.log.Warn("sample host", "err", err)
+			a.warn(ctx, "sample host", "err", err)
 		}
 		s.Host = h
 	}
@@ -331,7 +340,7 @@ func (a *Agent) sample(ctx context.Context, now time.Time) (gpuwarden.NodeSample
 	for _, g := range gpus {
 		t, err := a.gpus.Sample(sctx, g.Index)
 		if err != nil {
-			a.log.Warn("sample gpu", "gpu", g.Index, "err", err)
+			a.warn(ctx, "sample gpu", "gpu", g.Index, "err", err)
 			t = gpuwarden.UnreadTelemetry(g.Index, now, gpuwarden.UnknownReasonOf(err))
 			if failed == nil {
 				failed = fmt.Errorf("GPU %d: %w", g.Index, err)
@@ -364,7 +373,7 @@ func (a *Agent) healthPolicy(ctx context.Context, now time.Time) {
 	for _, g := range gpus {
 		h, err := a.gpus.Health(sctx, g.Index)
 		if err != nil {
-			a.log.Warn("read gpu health", "gpu", g.Index, "err", err)
+			a.warn(ctx, "read gpu health", "gpu", g.Index, "err", err)
 			continue
 		}
 		readings = append(readings, h)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -583,3 +584,42 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 		t.Errorf("Run on a stopped context: %v, want nil", err)
 	}
 }
+
+// TestTickCutShortByTheStopIsQuiet: a tick whose ledger writes the stop
+// cuts short (context canceled) warns about nothing: the README's `up`
+// output ends "agent stopped", not with "keep the month's spend: context
+// canceled".
+func TestTickCutShortByTheStopIsQuiet(t *testing.T) {
+	h := newHarness(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	s, err := gpusim.ParseSpec("1xH100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := idleConfig()
+	cfg.Budget = BudgetConfig{Currency: "USD", HourlyRate: 2_000_000}
+	a := New(cfg, gpusim.New(s), &fakeHost{}, h.ledger, nil, log)
+	a.Now = h.clock.now
+	if err := a.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.clock.add(time.Second)
+	a.Tick(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "context canceled") {
+		t.Errorf("a tick cut short by the stop logged:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

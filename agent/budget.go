@@ -68,7 +68,7 @@ func (a *Agent) budgetPolicy(ctx context.Context, now time.Time) gpuwarden.Budge
 	}
 	m.last = now
 	if err := a.ledger.SetState(ctx, spendKey(m.month), strconv.FormatInt(int64(m.spent), 10)); err != nil {
-		a.log.Warn("keep the month's spend", "err", err)
+		a.warn(ctx, "keep the month's spend", "err", err)
 	}
 	st := gpuwarden.BudgetState{Month: m.month, Currency: cfg.Currency, Limit: cfg.Limit,
 		Spent: gpuwarden.CentsOf(m.spent), HourlyRate: cfg.HourlyRate}

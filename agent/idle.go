@@ -236,7 +236,7 @@ func (a *Agent) idlePolicy(ctx context.Context, s gpuwarden.NodeSample, now time
 		since = now
 	}
 	if err := a.idle.set(ctx, a.ledger, since); err != nil {
-		a.log.Warn("keep the idle clock", "err", err)
+		a.warn(ctx, "keep the idle clock", "err", err)
 	}
 	if !st.Idle {
 		return st

@@ -112,7 +112,7 @@ func (a *Agent) recordSavings(ctx context.Context) {
 		return
 	}
 	if err := a.computeSavings(ctx, sl); err != nil {
-		a.log.Warn("record savings", "err", err)
+		a.warn(ctx, "record savings", "err", err)
 	}
 }
 

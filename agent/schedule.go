@@ -131,7 +131,7 @@ func (a *Agent) offHoursPolicy(ctx context.Context, now time.Time) {
 	}
 	since, _, err := a.ledger.State(ctx, offSinceKey)
 	if err != nil {
-		a.log.Warn("read the off-hours clock", "err", err)
+		a.warn(ctx, "read the off-hours clock", "err", err)
 		return
 	}
 	if s.On(now) {
