@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/gpusim"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 )
@@ -591,13 +592,8 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 // canceled".
 func TestTickCutShortByTheStopIsQuiet(t *testing.T) {
 	h := newHarness(t)
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	s, err := gpusim.ParseSpec("1xH100")
 	if err != nil {
 		t.Fatal(err)
@@ -613,13 +609,7 @@ func TestTickCutShortByTheStopIsQuiet(t *testing.T) {
 	cancel()
 	h.clock.add(time.Second)
 	a.Tick(ctx)
-	mu.Lock()
-	defer mu.Unlock()
 	if strings.Contains(logs.String(), "context canceled") {
 		t.Errorf("a tick cut short by the stop logged:\n%s", logs.String())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -2,8 +2,6 @@ package http
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,19 +17,7 @@ import (
 // .ci/run installs Chromium and sets GPUWARDEN_BROWSER_TESTS=1, so in CI a
 // missing browser fails the test instead of skipping it.
 func TestDashboardInABrowser(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		if os.Getenv("GPUWARDEN_BROWSER_TESTS") == "1" {
-			t.Fatal("no Chromium on PATH, but GPUWARDEN_BROWSER_TESTS=1 asks for the browser tests")
-		}
-		t.Skip("no Chromium on PATH (apt-get install chromium)")
-	}
+	browser := chromiumOrSkip(t)
 	st := fixtureStatus()
 	st.Node = `gpu-box-<script>alert(1)</script>`
 	_, url := startServer(t, newFakeAgent(st))

@@ -2,19 +2,14 @@ package http
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/gpuwarden/gpuwarden"
 )
@@ -30,19 +25,7 @@ const maxScreenshotBytes = 300 << 10
 // the heatmap to testdata. GPUWARDEN_BROWSER_TESTS=1 (set by .ci/run) turns
 // a missing Chromium into a failure rather than a skip.
 func TestFleetDashboardInABrowser(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		if os.Getenv("GPUWARDEN_BROWSER_TESTS") == "1" {
-			t.Fatal("no Chromium on PATH, but GPUWARDEN_BROWSER_TESTS=1 asks for the browser tests")
-		}
-		t.Skip("no Chromium on PATH (apt-get install chromium)")
-	}
+	browser := chromiumOrSkip(t)
 	// One second, so that the test sees a refresh without waiting for one.
 	defer func(s int) { fleetRefreshSeconds = s }(fleetRefreshSeconds)
 	fleetRefreshSeconds = 1
@@ -51,47 +34,7 @@ func TestFleetDashboardInABrowser(t *testing.T) {
 	seedFleet(t, f.store, fixtureNow)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1366, 768),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("force-color-profile", "srgb"), chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
-	var mu sync.Mutex
-	var problems []string
-	note := func(format string, args ...any) {
-		mu.Lock()
-		problems = append(problems, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			note("exception: %s", e.ExceptionDetails.Text)
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
-				note("console %s", e.Type)
-			}
-		case *log.EventEntryAdded:
-			// CSP violations arrive here, as security or other errors.
-			if e.Entry.Level == log.EntryLevelError || e.Entry.Source == log.EntrySourceSecurity {
-				note("log %s %s: %s (%s)", e.Entry.Source, e.Entry.Level, e.Entry.Text, e.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if u := e.Request.URL; !strings.HasPrefix(u, f.base+"/") && !strings.HasPrefix(u, "data:") {
-				note("request to %s leaves the server", u)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
+	ctx, problems := fleetBrowser(t, browser, f.base)
 
 	// Signed out, the overview sends the browser to the form, and the
 	// form back to the overview.
@@ -197,10 +140,8 @@ func TestFleetDashboardInABrowser(t *testing.T) {
 		t.Errorf("sign out: %v", err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(problems) > 0 {
-		t.Errorf("the pages reported problems:\n%s", strings.Join(problems, "\n"))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}
 }
 

@@ -33,12 +33,18 @@ type dashFixture struct {
 
 func newDashFixture(t testing.TB) *dashFixture {
 	t.Helper()
+	return newDashFixtureAt(t, func() time.Time { return fixtureNow })
+}
+
+// newDashFixtureAt is newDashFixture on a clock the test may move.
+func newDashFixtureAt(t testing.TB, clock func() time.Time) *dashFixture {
+	t.Helper()
 	store, err := sqlite.OpenFleet(context.Background(), filepath.Join(t.TempDir(), "server.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &dashFixture{t: t, store: store, srv: NewFleetServer(store, nil), sessions: map[string]string{}}
-	f.srv.Now = func() time.Time { return fixtureNow }
+	f.srv.Now = clock
 	ctx, cancel := context.WithCancel(context.Background())
 	addr, err := f.srv.Serve(ctx, "127.0.0.1:0", "", "")
 	if err != nil {

@@ -3,18 +3,12 @@ package http
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/report"
@@ -29,20 +23,8 @@ import (
 // CSP violation or a request leaving the server. With -update it saves the
 // drill-down as docs/fleet-savings.png.
 func TestFleetSavingsInABrowser(t *testing.T) {
-	browser := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			browser = p
-			break
-		}
-	}
-	if browser == "" {
-		if os.Getenv("GPUWARDEN_BROWSER_TESTS") == "1" {
-			t.Fatal("no Chromium on PATH, but GPUWARDEN_BROWSER_TESTS=1 asks for the browser tests")
-		}
-		t.Skip("no Chromium on PATH (apt-get install chromium)")
-	}
-	f := newSavingsDash(t, func() time.Time { return fixtureNow })
+	browser := chromiumOrSkip(t)
+	f := newDashFixtureAt(t, func() time.Time { return fixtureNow })
 	seedFleet(t, f.store, fixtureNow)
 	seedSavings(t, f.store)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
@@ -65,46 +47,7 @@ func TestFleetSavingsInABrowser(t *testing.T) {
 		t.Fatalf("the API's total is %q, want the hand-computed €210.00 + -$3.25", apiTotal)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1366, 768),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("force-color-profile", "srgb"), chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
-	var mu sync.Mutex
-	var problems []string
-	note := func(format string, args ...any) {
-		mu.Lock()
-		problems = append(problems, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			note("exception: %s", e.ExceptionDetails.Text)
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning {
-				note("console %s", e.Type)
-			}
-		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError || e.Entry.Source == log.EntrySourceSecurity {
-				note("log %s %s: %s (%s)", e.Entry.Source, e.Entry.Level, e.Entry.Text, e.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if u := e.Request.URL; !strings.HasPrefix(u, f.base+"/") && !strings.HasPrefix(u, "data:") {
-				note("request to %s leaves the server", u)
-			}
-		}
-	}); err != nil {
-		t.Fatalf("start %s: %v", browser, err)
-	}
+	ctx, problems := fleetBrowser(t, browser, f.base)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.base+"/"), chromedp.WaitVisible("#token"),
 		chromedp.SendKeys("#token", admin), chromedp.Click("form button[type=submit]"), chromedp.WaitVisible("#saved-tile")); err != nil {
@@ -164,10 +107,8 @@ func TestFleetSavingsInABrowser(t *testing.T) {
 		t.Errorf("the budget-stop drill-down lists %d events, want 1", n)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(problems) > 0 {
-		t.Errorf("the pages reported problems:\n%s", strings.Join(problems, "\n"))
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the pages reported problems:\n%s", strings.Join(p, "\n"))
 	}
 }
 

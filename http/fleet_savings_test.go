@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"html"
-	nethttp "net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,35 +11,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/report"
-	"github.com/gpuwarden/gpuwarden/sqlite"
 )
-
-// newSavingsDash is newDashFixture with a clock the test may move.
-func newSavingsDash(t testing.TB, clock func() time.Time) *dashFixture {
-	t.Helper()
-	store, err := sqlite.OpenFleet(context.Background(), filepath.Join(t.TempDir(), "server.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &dashFixture{t: t, store: store, srv: NewFleetServer(store, nil), sessions: map[string]string{}}
-	f.srv.Now = clock
-	ctx, cancel := context.WithCancel(context.Background())
-	addr, err := f.srv.Serve(ctx, "127.0.0.1:0", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.base = "http://" + addr
-	f.client = &nethttp.Client{
-		Timeout:       10 * time.Second,
-		CheckRedirect: func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse },
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = f.srv.Wait()
-		_ = store.Close()
-	})
-	return f
-}
 
 // nov is a day and hour of November 2026, the fixture's month.
 func nov(day, hour int) time.Time { return time.Date(2026, 11, day, hour, 0, 0, 0, time.UTC) }
@@ -94,7 +64,7 @@ func seedSavings(t testing.TB, store gpuwarden.Fleet) []gpuwarden.Saving {
 // dashboard and scripts: per token, period, kind and grouping, with the
 // totals to the cent against the hand-computed ones of seedSavings.
 func TestSavingsAPI(t *testing.T) {
-	f := newSavingsDash(t, func() time.Time { return fixtureNow })
+	f := newDashFixtureAt(t, func() time.Time { return fixtureNow })
 	seedFleet(t, f.store, fixtureNow)
 	seedSavings(t, f.store)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)
@@ -186,7 +156,7 @@ func TestSavingsAPI(t *testing.T) {
 // listing each event with its arithmetic, basis, evidence and "not saved:
 // <why>"; a project's token sees its project only.
 func TestSavingsOnTheDashboard(t *testing.T) {
-	f := newSavingsDash(t, func() time.Time { return fixtureNow })
+	f := newDashFixtureAt(t, func() time.Time { return fixtureNow })
 	seedFleet(t, f.store, fixtureNow)
 	seedSavings(t, f.store)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)

@@ -81,7 +81,7 @@ const summaryRoutingKey = "R0UT1NGKEY0123456789abcdefABCDEF"
 // next month's 1st sends the next month's.
 func TestMonthlySummary(t *testing.T) {
 	clock := &summaryClock{now: fixtureNow}
-	f := newSavingsDash(t, clock.Now)
+	f := newDashFixtureAt(t, clock.Now)
 	seedFleet(t, f.store, fixtureNow)
 	seedSavings(t, f.store)
 	admin := f.token(gpuwarden.AllProjects, gpuwarden.RoleAdmin)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 	"github.com/gpuwarden/gpuwarden/preempt"
 	"github.com/gpuwarden/gpuwarden/preempt/preempttest"
 )
@@ -394,7 +395,7 @@ func TestAzureSlowFirstCall(t *testing.T) {
 	f.Enabling(2500 * time.Millisecond)
 	id := f.Preempt(time.Now().Add(30 * time.Second))
 	src := preempt.NewAzure(nil, f.URL)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	h := preempt.NewHealth(src, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	var mu sync.Mutex
 	var ups []bool
@@ -443,7 +444,7 @@ func TestAzureUnparseableNotBeforeWarns(t *testing.T) {
 	defer f.Close()
 	id := f.Schedule(preempttest.AzureEvent{EventType: "Redeploy", NotBefore: "tomorrow-ish"})
 	src := preempt.NewAzure(nil, f.URL)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	preempt.SetLogger(src, slog.New(slog.NewTextHandler(&buf, nil)))
 	for range 3 {
 		if _, err := src.Poll(testCtx(t)); err != nil {
@@ -459,24 +460,6 @@ func TestAzureUnparseableNotBeforeWarns(t *testing.T) {
 			t.Errorf("warning %q does not mention %q", log, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestAzureCompletedIsOver: Microsoft's mock server lists an event as

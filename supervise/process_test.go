@@ -1,41 +1,23 @@
 package supervise
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 )
 
-// syncBuffer is a bytes.Buffer safe for the output goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startHelper(t *testing.T, ctx context.Context, mode string, kv ...string) (*Proc, string, *syncBuffer) {
+func startHelper(t *testing.T, ctx context.Context, mode string, kv ...string) (*Proc, string, *syncbuf.Buffer) {
 	t.Helper()
 	env, tag := helperEnvFor(t, mode, kv...)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	p, err := Start(ctx, []string{os.Args[0]}, append(os.Environ(), env...), "", out)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 )
 
 func TestSigCgt(t *testing.T) {
@@ -170,7 +172,7 @@ func TestSignalCatchersStartedWaitsForAHandler(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			out := &syncBuffer{}
+			out := &syncbuf.Buffer{}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			p, err := Start(ctx, []string{"/bin/sh", "-c", tt.script}, os.Environ(), "", out)

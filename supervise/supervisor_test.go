@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 )
 
 // harness is a Supervisor over the trainer helper with its callbacks recorded.
@@ -19,7 +20,7 @@ type harness struct {
 	s      *Supervisor
 	tag    string
 	result string
-	out    *syncBuffer
+	out    *syncbuf.Buffer
 	events chan string // "state:running", "commit:NAME"
 
 	mu     sync.Mutex
@@ -30,7 +31,7 @@ type harness struct {
 func newHarness(t *testing.T, kv ...string) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	h := &harness{result: filepath.Join(dir, "result.json"), out: &syncBuffer{}, events: make(chan string, 1024)}
+	h := &harness{result: filepath.Join(dir, "result.json"), out: &syncbuf.Buffer{}, events: make(chan string, 1024)}
 	env, tag := helperEnvFor(t, "trainer", append([]string{"H_RESULT=" + h.result}, kv...)...)
 	h.tag = tag
 	h.s = &Supervisor{

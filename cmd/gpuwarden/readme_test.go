@@ -69,6 +69,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden/internal/peertest"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 )
 
 // readmeDir is the folder the README's outputs were made in; the test's own
@@ -415,7 +416,7 @@ type readmeUnit struct {
 	scratch   string // the runner's own files
 	sh        *exec.Cmd
 	stdin     io.WriteCloser
-	out       *syncBuffer
+	out       *syncbuf.Buffer
 	jobs      int
 }
 
@@ -662,7 +663,7 @@ func (u *readmeUnit) start(t *testing.T, bin string) {
 	if os.Geteuid() == 0 {
 		sh.SysProcAttr.Credential = &syscall.Credential{Uid: readmeNobody, Gid: readmeNobody, Groups: []uint32{}}
 	}
-	u.out = &syncBuffer{}
+	u.out = &syncbuf.Buffer{}
 	sh.Stdout, sh.Stderr = u.out, u.out
 	stdin, err := sh.StdinPipe()
 	if err != nil {

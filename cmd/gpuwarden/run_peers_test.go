@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden/internal/peertest"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 	"github.com/gpuwarden/gpuwarden/sqlite"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -133,12 +134,12 @@ func TestRunAgainstAEMM(t *testing.T) {
 // startRunWatched starts the real binary in the background with extra
 // environment; wait returns its exit code, stdout and stderr, killing it
 // after within; the buffer is its live stderr, and the func signals it.
-func startRunWatched(t *testing.T, dir string, env []string, args ...string) (func(time.Duration) result, *syncBuffer, func(os.Signal)) {
+func startRunWatched(t *testing.T, dir string, env []string, args ...string) (func(time.Duration) result, *syncbuf.Buffer, func(os.Signal)) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func startRunWatched(t *testing.T, dir string, env []string, args ...string) (fu
 }
 
 // waitFor waits until the buffer holds text.
-func waitFor(t *testing.T, b *syncBuffer, text string, within time.Duration) {
+func waitFor(t *testing.T, b *syncbuf.Buffer, text string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !strings.Contains(b.String(), text) {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden/internal/manifest"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 	"github.com/gpuwarden/gpuwarden/objstore"
 )
 
@@ -111,12 +112,12 @@ func seedTrainer(t *testing.T, store, name string, step int, committed time.Time
 // trustRun starts argv (the real binary, or a wrapper that execs it) in
 // dir and returns a wait that fails the test when it does not end in time,
 // its stderr as it comes, and a way to signal it.
-func trustRun(t *testing.T, dir string, argv []string, extra ...*os.File) (func(time.Duration) result, *syncBuffer, *exec.Cmd) {
+func trustRun(t *testing.T, dir string, argv []string, extra ...*os.File) (func(time.Duration) result, *syncbuf.Buffer, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.ExtraFiles = extra
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -10,13 +10,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
 )
 
 // termProc is the binary run on a terminal of its own: script(1) gives it
 // a pty, as a user's terminal would.
 type termProc struct {
 	cmd     *exec.Cmd
-	out     *syncBuffer
+	out     *syncbuf.Buffer
 	pidFile string
 	done    chan struct{}
 }
@@ -29,7 +31,7 @@ func startOnTerminal(t *testing.T, dir string, args ...string) *termProc {
 	if err != nil {
 		t.Skip("no script(1) to give the command a terminal")
 	}
-	p := &termProc{out: &syncBuffer{}, pidFile: filepath.Join(dir, "terminal.pid"), done: make(chan struct{})}
+	p := &termProc{out: &syncbuf.Buffer{}, pidFile: filepath.Join(dir, "terminal.pid"), done: make(chan struct{})}
 	words := []string{readmeQuote(binary)}
 	for _, a := range args {
 		words = append(words, readmeQuote(a))
