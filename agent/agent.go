@@ -49,6 +49,11 @@ type Agent struct {
 	log    *slog.Logger
 	// Now is a seam for tests: the clock.
 	Now func() time.Time
+	// Ticks, when set, replaces the interval's ticker: the agent ticks once
+	// per time it receives (a stepped clock, package simclock), and then
+	// calls Ticked with that time.
+	Ticks  <-chan time.Time
+	Ticked func(time.Time)
 	// Jobs are the jobs `gpuwarden run` supervises, as they report over the socket.
 	Jobs *Jobs
 	// Socket relays notices to supervised jobs; nil when there is none.
@@ -81,8 +86,10 @@ type Agent struct {
 	stopRetryAt time.Time
 	// ledgerWarnings say the ledger started afresh (LedgerReplaced).
 	ledgerWarnings []string
-	// savings is what the agent prices its savings with (SetSavings).
-	savings SavingsConfig
+	// savings is what the agent prices its savings with (SetSavings);
+	// savingsMu serialises their pricing (recordSavings).
+	savings   SavingsConfig
+	savingsMu sync.Mutex
 	// oversizedSince is when the current oversized episode's event was
 	// recorded; zero while the verdict is anything else.
 	oversizedSince time.Time
@@ -119,17 +126,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	t := time.NewTicker(a.cfg.Interval)
-	defer t.Stop()
+	ticks := a.Ticks
+	if ticks == nil {
+		t := time.NewTicker(a.cfg.Interval)
+		defer t.Stop()
+		ticks = t.C
+		a.Tick(ctx)
+	}
 	compact := time.NewTicker(10 * time.Minute)
 	defer compact.Stop()
-	a.Tick(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case at, ok := <-ticks:
+			if !ok {
+				return nil
+			}
 			a.Tick(ctx)
+			if a.Ticks != nil && a.Ticked != nil {
+				a.Ticked(at)
+			}
 		case <-compact.C:
 			if err := a.ledger.Compact(ctx, a.Now()); err != nil {
 				a.warn(ctx, "compact ledger", "err", err)

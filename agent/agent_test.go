@@ -613,3 +613,57 @@ func TestTickCutShortByTheStopIsQuiet(t *testing.T) {
 		t.Errorf("a tick cut short by the stop logged:\n%s", logs.String())
 	}
 }
+
+// TestSteppedClockTicksOncePerStep: with Ticks (a stepped clock, as `up
+// --clock-file` gives) the agent ticks once per time received, on that
+// time, and calls Ticked only once the tick's work is done: the stop the
+// tick decided has run by then, on the step it was due.
+func TestSteppedClockTicksOncePerStep(t *testing.T) {
+	h := newHarness(t)
+	s, err := gpusim.ParseSpec("1xH100,load=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Node: "box-1", Interval: 5 * time.Minute, Idle: IdleConfig{Window: 10 * time.Minute, WarnBefore: 5 * time.Minute}}
+	cfg.Stop = StopConfig{Stopper: &countingStopper{h: h}, Report: gpuwarden.StopReport{Method: "test-stop", StopsBilling: true}}
+	a := New(cfg, gpusim.New(s), &fakeHost{}, h.ledger, nil, nil)
+	a.Now = h.clock.now
+	ticks := make(chan time.Time)
+	type acked struct {
+		at    time.Time
+		stops int
+	}
+	acks := make(chan acked, 1)
+	a.Ticks = ticks
+	a.Ticked = func(at time.Time) { acks <- acked{at, h.stops} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t0 := h.clock.now()
+	tests := []struct {
+		step      time.Duration
+		wantStops int
+	}{
+		{0, 0}, {5 * time.Minute, 0}, {10 * time.Minute, 1}, {15 * time.Minute, 1},
+	}
+	for _, tt := range tests {
+		at := t0.Add(tt.step)
+		h.clock.add(at.Sub(h.clock.now()))
+		ticks <- at
+		select {
+		case got := <-acks:
+			if !got.at.Equal(at) || got.stops != tt.wantStops {
+				t.Errorf("step +%s: acknowledged %s with %d stops, want %s with %d", tt.step, got.at, got.stops, at, tt.wantStops)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("step +%s: no acknowledgement", tt.step)
+		}
+		if st := a.Status(); !st.Now.Equal(at) {
+			t.Errorf("step +%s: the status says %s, want %s", tt.step, st.Now, at)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}

@@ -102,15 +102,25 @@ func (a *Agent) starts(ctx context.Context) ([]time.Time, error) {
 	return starts, nil
 }
 
+// SupervisorGone prices the savings again when a supervisor of `gpuwarden
+// run` went away: the run report it wrote to the ledger before it exited
+// is a spot saving, which should not wait for the box's next stop or start.
+func (a *Agent) SupervisorGone(ctx context.Context) {
+	a.recordSavings(ctx)
+}
+
 // recordSavings computes the box's savings from its ledger's events and
 // starts (savings.FromAgent) and records those that are new or changed:
-// the agent calls it when it starts (which closes the stop before) and
-// after each stop. A ledger that keeps no savings records nothing.
+// the agent calls it when it starts (which closes the stop before), after
+// each stop and when a supervisor went away (SupervisorGone). A ledger that keeps no savings records nothing.
 func (a *Agent) recordSavings(ctx context.Context) {
 	sl, ok := a.ledger.(gpuwarden.SavingsLedger)
 	if !ok {
 		return
 	}
+	// A supervisor's goodbye may come during a stop: one pricing at a time.
+	a.savingsMu.Lock()
+	defer a.savingsMu.Unlock()
 	if err := a.computeSavings(ctx, sl); err != nil {
 		a.warn(ctx, "record savings", "err", err)
 	}

@@ -33,11 +33,15 @@ type Message struct {
 type Socket struct {
 	// OnSync hears every durability report, for the agent's alerts.
 	OnSync func(job string, st gpuwarden.SyncReport)
+	// OnGone hears a supervisor's connection close: its run report, if it
+	// wrote one, is in the ledger by then (it writes it before it exits).
+	OnGone func()
+	// Now is the clock the job reports are stamped with.
+	Now func() time.Time
 
 	ln   net.Listener
 	jobs *Jobs
 	log  *slog.Logger
-	now  func() time.Time
 
 	mu    sync.Mutex
 	conns map[net.Conn]*json.Encoder
@@ -66,7 +70,7 @@ func ListenSocket(path string, jobs *Jobs, log *slog.Logger) (*Socket, error) {
 		ln.Close()
 		return nil, fmt.Errorf("chmod %s: %w", path, err)
 	}
-	return &Socket{ln: ln, jobs: jobs, log: log, now: time.Now, conns: map[net.Conn]*json.Encoder{}}, nil
+	return &Socket{ln: ln, jobs: jobs, log: log, Now: time.Now, conns: map[net.Conn]*json.Encoder{}}, nil
 }
 
 // Serve accepts supervisors until ctx ends.
@@ -103,6 +107,9 @@ func (s *Socket) read(c net.Conn) {
 		for id := range seen {
 			s.jobs.Forget(id)
 		}
+		if s.OnGone != nil {
+			s.OnGone()
+		}
 	}()
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
@@ -114,10 +121,10 @@ func (s *Socket) read(c net.Conn) {
 		switch {
 		case m.Type == "job":
 			seen[m.Job] = m.State != JobDone
-			s.jobs.Report(m.Job, m.State, s.now())
+			s.jobs.Report(m.Job, m.State, s.Now())
 		case m.Type == "sync" && m.Sync != nil:
 			seen[m.Job] = true
-			s.jobs.Sync(m.Job, *m.Sync, s.now())
+			s.jobs.Sync(m.Job, *m.Sync, s.Now())
 			if s.OnSync != nil {
 				s.OnSync(m.Job, *m.Sync)
 			}

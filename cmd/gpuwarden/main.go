@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
+	"github.com/gpuwarden/gpuwarden/simclock"
 	"github.com/spf13/cobra"
 )
 
@@ -35,7 +36,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	now            func() time.Time
-	log            *slog.Logger
+	// clock is the stepped clock of --clock-file, nil on the machine's.
+	clock *simclock.Clock
+	log   *slog.Logger
 	// started is set once a command's RunE begins, so that errors before it
 	// (bad flags, wrong argument count) are reported as usage errors.
 	started bool
@@ -125,7 +128,7 @@ const exitCodesHelp = `Exit codes:
   4  internal error`
 
 func (a *app) rootCommand() *cobra.Command {
-	var logLevel, now string
+	var logLevel, now, clockFile string
 	root := &cobra.Command{
 		Use:   "gpuwarden",
 		Short: "Ship the work, not the surprises: plan, check and guard rented GPUs",
@@ -162,6 +165,13 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 				}
 				a.now = func() time.Time { return t }
 			}
+			if clockFile != "" {
+				c, err := simclock.Open(clockFile)
+				if err != nil {
+					return gpuwarden.Errorf(gpuwarden.EInvalid, "--clock-file: %v", err)
+				}
+				a.clock, a.now = c, c.Now
+			}
 			a.started = true
 			return nil
 		},
@@ -176,6 +186,9 @@ GPUs, alerts on the budget and hears preemption first (up, status).
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", logLevelUsage+"; up, run and server default to info")
 	root.PersistentFlags().StringVar(&now, "now", "", "pretend today is `YYYY-MM-DD` (for reproducible price-age warnings)")
 	_ = root.PersistentFlags().MarkHidden("now")
+	root.PersistentFlags().StringVar(&clockFile, "clock-file", "",
+		"run on the time in `FILE` (one RFC 3339 line), which a test or a demo steps (package simclock); up takes it with --simulate only")
+	_ = root.PersistentFlags().MarkHidden("clock-file")
 	root.AddCommand(a.versionCommand(), a.initCommand(), a.planCommand(), a.offersCommand(), a.egressCommand(),
 		a.lockCommand(), a.canaryCommand(), a.probeCommand(), a.upCommand(), a.statusCommand(),
 		a.runCommand(), a.checkpointCommand(), a.burninCommand(), a.burnCommand(), a.nodesCommand(),

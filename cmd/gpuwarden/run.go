@@ -214,6 +214,11 @@ func (a *app) runJob(cmd *cobra.Command, f *runFlags, argv []string) error {
 	s := &supervise.Supervisor{Argv: argv, CheckpointDir: f.checkpointDir, Env: os.Environ(), Out: a.stderr,
 		Policy: policy, CheckpointSignal: sig, Grace: f.grace, MaintenanceLead: f.maintenanceLead, SyncTimeout: f.syncTimeout,
 		Keep: f.keep, Log: a.log}
+	if a.clock != nil {
+		// A simulated run (--clock-file): attempts, checkpoints and lost
+		// work are timed on the stepped clock the agent runs on.
+		s.Now = a.clock.Now
+	}
 	if store != nil {
 		s.Store = store
 		s.KeepRemote = func(ctx context.Context, protect string) ([]string, error) {

@@ -5,20 +5,25 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
-	"github.com/gpuwarden/gpuwarden/agent"
 	gwhttp "github.com/gpuwarden/gpuwarden/http"
+	"github.com/gpuwarden/gpuwarden/internal/peertest"
+	"github.com/gpuwarden/gpuwarden/internal/syncbuf"
+	"github.com/gpuwarden/gpuwarden/preempt/preempttest"
 	"github.com/gpuwarden/gpuwarden/report"
 	"github.com/gpuwarden/gpuwarden/savings"
-	"github.com/gpuwarden/gpuwarden/sqlite"
+	"github.com/gpuwarden/gpuwarden/simclock"
 	"github.com/gpuwarden/gpuwarden/stopper/stoppertest"
 )
 
@@ -26,93 +31,149 @@ func nov(day, hour, minute int) time.Time {
 	return time.Date(2026, 11, day, hour, minute, 0, 0, time.UTC)
 }
 
-// monthBox is one box of the simulated month: its node as it registers,
-// what its agent's ledger records (the events billstop.go and `run`
-// write, and the agent's starts) and the box as the agent prices it.
-type monthBox struct {
-	node   gpuwarden.Node
-	events []gpuwarden.Event
-	starts []time.Time
-	box    savings.Box
+// monthSim drives `gpuwarden up --simulate` agents and `gpuwarden run`
+// through a month on one stepped clock (package simclock): it writes each
+// time to the clock file and waits until every live agent has ticked at it
+// (its acknowledgement), so that idle windows, budgets and preemptions
+// land on exact minutes. Between the steps it does what happens at that
+// time: boxes start and stop, jobs checkpoint, the provider preempts.
+type monthSim struct {
+	t           *testing.T
+	dir, clock  string
+	server      string
+	tokens      map[string]string // token file by project
+	idle        *httptest.Server
+	mu          sync.Mutex
+	now         time.Time
+	busyUntil   map[string]time.Time
+	agents      map[string]*upProc
+	bootsByNode map[string]int
 }
 
-// stopEvents are what the agent records for one stop: the alert that
-// called for it, then box-stopped with the provider's answer and the
-// rates in force (agent/billstop.go).
-func stopEvents(why, key string, out gpuwarden.StopOutcome, rate, stillBills string) []gpuwarden.Event {
-	alert := map[string]string{savings.WhyIdle: "idle-stop", savings.WhyBudget: "budget-stop"}[why]
-	data := map[string]string{"method": out.Method, "billing": out.Billing, savings.DataWhy: why,
-		savings.DataAt: out.At.Format(time.RFC3339Nano), savings.DataRate: rate, savings.DataStillBills: stillBills, savings.DataCurrency: "USD"}
-	if out.HTTPStatus != 0 {
-		data["http_status"] = strconv.Itoa(out.HTTPStatus)
+func newMonthSim(t *testing.T, dir, server string, tokens map[string]string, start time.Time) *monthSim {
+	m := &monthSim{t: t, dir: dir, clock: filepath.Join(dir, "clock"), server: server, tokens: tokens, now: start,
+		busyUntil: map[string]time.Time{}, agents: map[string]*upProc{}, bootsByNode: map[string]int{}}
+	if err := simclock.Set(m.clock, start); err != nil {
+		t.Fatal(err)
 	}
-	if out.State != "" {
-		data["state"] = out.State
+	// The box's own idle check (--idle-url): busy until the scenario's
+	// time for it, as a notebook server or a job queue would answer.
+	m.idle = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		idle := !m.now.Before(m.busyUntil[strings.TrimPrefix(r.URL.Path, "/")])
+		m.mu.Unlock()
+		fmt.Fprintf(w, `{"idle": %t}`, idle)
+	}))
+	t.Cleanup(m.idle.Close)
+	return m
+}
+
+// step moves the clock to at and waits for every live agent's tick there.
+func (m *monthSim) step(at time.Time) {
+	m.t.Helper()
+	m.mu.Lock()
+	m.now = at
+	m.mu.Unlock()
+	if err := simclock.Set(m.clock, at); err != nil {
+		m.t.Fatal(err)
 	}
-	return []gpuwarden.Event{
-		{Time: out.At.Add(-2 * time.Second), Kind: alert, Severity: gpuwarden.SeverityCritical, Key: key, Message: "stopping"},
-		{Time: out.At, Kind: "box-stopped", Severity: gpuwarden.SeverityInfo, Key: "box-stopped-" + out.At.Format(time.RFC3339Nano),
-			Message: "stopped", Data: data},
+	for node := range m.agents {
+		m.acked(node, at)
 	}
 }
 
-// simulatedMonth is November 2026 of testdata/savings-month.md.
-func simulatedMonth() []monthBox {
-	labels := func(owner, provider, price string, spot bool, extra map[string]string) gpuwarden.NodeLabels {
-		m, _ := gpuwarden.ParseMicros(price)
-		return gpuwarden.NodeLabels{Owner: owner, Provider: provider, HourlyPrice: m, Currency: "USD", Spot: spot, Extra: extra}
+// stepEvery steps from the clock's time to until, every d.
+func (m *monthSim) stepEvery(until time.Time, d time.Duration) {
+	m.t.Helper()
+	for at := m.now.Add(d); !at.After(until); at = at.Add(d) {
+		m.step(at)
 	}
-	_, osWhy := gpuwarden.StopsComputeBilling("azure", gpuwarden.StopOSShutdown)
-	deallocated := func(at time.Time) gpuwarden.StopOutcome {
-		return gpuwarden.StopOutcome{Method: gpuwarden.StopAzureDeallocate, HTTPStatus: 202, State: "PowerState/deallocated",
-			Billing: gpuwarden.NodeStopped, At: at}
-	}
-	run, _ := json.Marshal(gpuwarden.RunReport{Command: []string{"python", "train.py"}, Start: nov(18, 0, 0), End: nov(18, 20, 0),
-		Result: gpuwarden.ResultOK, LostSeconds: 4500, Attempts: []gpuwarden.Attempt{
-			{Number: 1, Start: nov(18, 0, 0), End: nov(18, 6, 0), Class: gpuwarden.ExitPreempted, LostSeconds: 1800},
-			{Number: 2, Start: nov(18, 6, 5), End: nov(18, 13, 0), Class: gpuwarden.ExitPreempted, LostSeconds: 2700},
-			{Number: 3, Start: nov(18, 13, 5), End: nov(18, 20, 0), Class: gpuwarden.ExitOK}}})
-	boxes := []monthBox{
-		{node: gpuwarden.Node{ID: "gpu-a", Project: "ml", Labels: labels("ana", "azure", "3.40", false, nil)},
-			events: append(stopEvents(savings.WhyIdle, "idle-stop-2026-11-03T17:30:00Z", deallocated(nov(3, 18, 0)), "3.4", "0.12"),
-				stopEvents(savings.WhyIdle, "idle-stop-2026-11-13T19:30:00Z", deallocated(nov(13, 20, 0)), "3.4", "0.12")...),
-			starts: []time.Time{nov(1, 0, 0), nov(4, 8, 30), nov(16, 8, 0)}},
-		{node: gpuwarden.Node{ID: "gpu-b", Project: "ml", Labels: labels("bo", "azure", "3.40", false, nil)},
-			events: stopEvents(savings.WhyIdle, "idle-stop-2026-11-10T18:30:00Z", gpuwarden.StopOutcome{Method: gpuwarden.StopOSShutdown,
-				Billing: gpuwarden.NodePoweredOffStillBilling, At: nov(10, 19, 0)}, "3.4", "0"),
-			starts: []time.Time{nov(1, 0, 0), nov(12, 9, 0)}, box: savings.Box{Why: osWhy}},
-		{node: gpuwarden.Node{ID: "gpu-c", Project: "nlp", Labels: labels("cy", "aws", "32.77", false, nil)},
-			events: stopEvents(savings.WhyBudget, "budget-stop-2026-11", gpuwarden.StopOutcome{Method: gpuwarden.StopAWS, HTTPStatus: 200,
-				State: "stopped", Billing: gpuwarden.NodeStopped, At: nov(24, 14, 15)}, "32.77", "0.27"),
-			starts: []time.Time{nov(1, 0, 0)}},
-		{node: gpuwarden.Node{ID: "gpu-s", Project: "nlp", Labels: labels("cy", "aws", "9.83", true, map[string]string{agent.LabelOnDemandPrice: "32.77"})},
-			events: []gpuwarden.Event{{Time: nov(18, 20, 0), Kind: "run-report", Severity: gpuwarden.SeverityInfo, Message: "job ended ok",
-				Data: map[string]string{"report": string(run)}}}},
-	}
-	for i := range boxes {
-		b := &boxes[i]
-		b.node.Hostname = b.node.ID
-		c, err := agent.SavingsFromNode(b.node)
-		if err != nil {
-			panic(err)
+}
+
+func (m *monthSim) acked(node string, at time.Time) {
+	m.t.Helper()
+	p := m.agents[node]
+	deadline := time.Now().Add(30 * time.Second)
+	for !simclock.Acked(m.clock, node, at) {
+		if p.exited() || time.Now().After(deadline) {
+			m.t.Fatalf("%s did not tick at %s:\n%s", node, at.Format(time.RFC3339), p.text())
 		}
-		b.box = savings.Box{Node: b.node.ID, Provider: c.Provider, Rate: c.Rate, RateSource: c.RateSource, Currency: c.Currency,
-			Spot: c.Spot, OnDemandRate: c.OnDemandRate, OnDemandSource: c.OnDemandSource, Why: b.box.Why}
+		time.Sleep(time.Millisecond)
 	}
-	return boxes
 }
 
-// TestSavingsMonth is issue #29's first two "done when": a month of five
-// boxes against a real `gpuwarden server` on SQLite and on PostgreSQL
-// gives a savings report equal, to the cent, to the hand-computed table
-// of testdata/savings-month.md, the stop that left the bill running
-// listed as not saved. A month cannot pass through `up` in a test, whose
-// clock is the machine's, so each agent's ledger is written as the agent
-// writes it (the stop events of billstop.go, the run report of `run`),
-// priced by savings.FromAgent as the agent prices it, and shipped by the
-// agent's own Shipper over HTTP; the orphan is ended through the real
-// binary (`gpuwarden --now 2026-11-27 node gone`), and the report is the
-// real binary's `report savings` against the server.
+// boot starts the agent of node at the clock's time, busy until busyUntil,
+// and waits for its first tick.
+func (m *monthSim) boot(node, project, labels string, busyUntil time.Time, env []string, args ...string) *upProc {
+	m.t.Helper()
+	m.mu.Lock()
+	m.busyUntil[node] = busyUntil
+	at := m.now
+	m.mu.Unlock()
+	m.bootsByNode[node]++
+	argv := append([]string{"--clock-file", m.clock, "up", "--simulate", "1xH100,load=0", "--interval", "5m",
+		"--idle-window", "30m", "--warn-before", "10m", "--listen", "", "--node-id", node, "--hostname", node, "--data-dir", filepath.Join(m.dir, node),
+		"--server", m.server, "--token-file", m.tokens[project], "--heartbeat", "1s", "--idle-url", m.idle.URL + "/" + node,
+		"--label", labels}, args...)
+	cmd := gwCmd(m.dir, argv...)
+	cmd.Env = append(os.Environ(), env...)
+	p := startCmd(m.t, cmd)
+	m.agents[node] = p
+	m.acked(node, at)
+	return p
+}
+
+// halt ends node's agent as the box goes away (SIGTERM: it ships what it
+// has left and says goodbye).
+func (m *monthSim) halt(node string) {
+	m.t.Helper()
+	p := m.agents[node]
+	delete(m.agents, node)
+	p.kill(syscall.SIGTERM)
+	if !strings.Contains(p.text(), "agent stopped") {
+		m.t.Fatalf("%s did not stop cleanly:\n%s", node, p.text())
+	}
+}
+
+// idleStop runs one idle episode of node to its stop: steps every 5
+// minutes to stopAt, checks the provider's answer in the log, and halts
+// the box.
+func (m *monthSim) idleStop(node string, stopAt time.Time, want string) {
+	m.t.Helper()
+	m.stepEvery(stopAt, 5*time.Minute)
+	p := m.agents[node]
+	p.wait(m.t, want, 10*time.Second)
+	p.wait(m.t, `saving recorded.*kind=idle-stop`, 10*time.Second)
+	m.halt(node)
+}
+
+// monthJob is the training job of the spot box, driven by the test: a
+// file "checkpoint" in $CTL asks for a checkpoint named by its content,
+// a file "done" ends the job. It saves nothing on the checkpoint signal,
+// so a preemption loses the work since its last checkpoint.
+const monthJob = `#!/bin/sh
+trap 'exit 143' TERM
+while :; do
+  if [ -e "$CTL/checkpoint" ]; then
+    d="$GPUWARDEN_CHECKPOINT_DIR/$(cat "$CTL/checkpoint")"
+    rm -f "$CTL/checkpoint"
+    mkdir -p "$d" && date > "$d/state" && : > "$d/.complete"
+  fi
+  [ -e "$CTL/done" ] && exit 0
+  sleep 0.01
+done
+`
+
+// TestSavingsMonth is issue #29's first two "done when": a simulated
+// month of `gpuwarden up --simulate` agents and `gpuwarden run`, stepped
+// by a test clock, against a real `gpuwarden server` on SQLite and on
+// PostgreSQL, gives a savings report equal, to the cent, to the
+// hand-computed table of testdata/savings-month.md. The idle stops end on
+// the Azure fakes (deallocated, or an OS shutdown that keeps billing, which
+// is listed as not saved), the budget stop on moto (the real AWS API
+// server) found through amazon-ec2-metadata-mock, the spot job is
+// preempted twice through the AWS metadata fake, and the orphan is ended
+// by hand through the real binary.
 func TestSavingsMonth(t *testing.T) {
 	for _, db := range fleetDBs {
 		t.Run(db.name, func(t *testing.T) {
@@ -127,15 +188,18 @@ func TestSavingsMonth(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("token create: %d %s", r.code, r.stderr)
 				}
-				tokens[p] = strings.TrimSpace(r.stdout)
+				tokens[p] = writeFile(t, filepath.Join(dir, p+".token"), strings.TrimSpace(r.stdout))
 			}
-			ctx := context.Background()
-			for _, b := range simulatedMonth() {
-				shipMonthBox(t, ctx, srv.url, tokens[b.node.Project], filepath.Join(dir, b.node.ID), b)
-			}
+			runSavingsMonth(t, newMonthSim(t, dir, srv.url, tokens, nov(3, 16, 0)))
+
 			// The orphan: registered without an owner, then marked gone by
 			// hand on the 27th, while the orphan review flags it.
-			cl, err := gwhttp.NewClient(srv.url, tokens["ml"], nil)
+			ctx := context.Background()
+			secret, err := os.ReadFile(tokens["ml"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := gwhttp.NewClient(srv.url, strings.TrimSpace(string(secret)), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,69 +250,167 @@ func TestSavingsMonth(t *testing.T) {
 				}
 				sum += c
 			}
-			if len(recs) != 7 || sum != rep.Total.Total || sum != 588935 {
-				t.Errorf("the CSV has %d rows adding to %s; want a header and 6 events adding to 5889.35 (the total says %s)",
-					len(recs), sum.Decimal(), rep.Total.Total.Decimal())
+			if len(recs) != len(rep.Events)+1 || sum != rep.Total.Total {
+				t.Errorf("the CSV has %d rows adding to %s; want a header and %d events adding to the total %s",
+					len(recs), sum.Decimal(), len(rep.Events), rep.Total.Total.Decimal())
 			}
 			// The table says why the unconfirmed stop saved nothing.
 			r = gwLive(t, dir, append([]string{"report", "savings", "--month", "2026-11"}, remote...)...)
 			if !strings.Contains(r.stdout, "not saved: idle stop gpu-b: provider kept billing: powered-off-still-billing") ||
-				!strings.Contains(r.stdout, "$5,889.35 saved") {
+				!strings.Contains(r.stdout, "$"+commaCents(rep.Total.Total)+" saved") {
 				t.Errorf("the table:\n%s", r.stdout)
-			}
-			// Shipping again changes nothing: the server stores by ID.
-			for _, b := range simulatedMonth()[:1] {
-				shipMonthBox(t, ctx, srv.url, tokens[b.node.Project], filepath.Join(dir, b.node.ID+"-again"), b)
-			}
-			r = gwLive(t, dir, append([]string{"report", "savings", "--month", "2026-11", "-o", "json"}, remote...)...)
-			var again report.SavingsReport
-			if err := json.Unmarshal([]byte(r.stdout), &again); err != nil || again.Total != rep.Total {
-				t.Errorf("after a replay: %+v (%v), want %+v", again.Total, err, rep.Total)
 			}
 		})
 	}
 }
 
-// shipMonthBox registers a box, writes its agent's ledger as the agent
-// would, prices it as the agent does and ships the savings with the
-// agent's Shipper.
-func shipMonthBox(t *testing.T, ctx context.Context, server, token, dataDir string, b monthBox) {
-	t.Helper()
-	cl, err := gwhttp.NewClient(server, token, nil)
-	if err != nil {
+// commaCents writes an amount as the table does: 5902.28 → 5,902.28.
+func commaCents(c gpuwarden.Cents) string {
+	s := c.Decimal()
+	whole, frac, _ := strings.Cut(s, ".")
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "," + whole[i:]
+	}
+	return whole + "." + frac
+}
+
+// runSavingsMonth is November 2026 of testdata/savings-month.md, from the
+// first box's start on the 3rd to the spot job's end on the 24th.
+func runSavingsMonth(t *testing.T, m *monthSim) {
+	never := nov(30, 0, 0).AddDate(1, 0, 0)
+	azure := func() (*stoppertest.Azure, []string) {
+		az := stoppertest.NewAzure()
+		t.Cleanup(az.Close)
+		// The month is not about ARM's polling: the deallocate settles at
+		// the first poll, without the 10 s Retry-After.
+		az.RetryAfter(0)
+		az.SettleAfter(0)
+		return az, []string{"--cloud", "azure", "--azure-metadata", az.IMDS.URL, "--azure-management", az.ARM.URL}
+	}
+	aLabels := "owner=ana,provider=azure,region=westeurope,price=3.40,currency=USD"
+
+	// gpu-a: a notebook box on Azure, deallocated by two idle stops.
+	_, az := azure()
+	m.boot("gpu-a", "ml", aLabels, nov(3, 17, 30), nil, az...)
+	m.idleStop("gpu-a", nov(3, 18, 0), `stopped \(idle, azure-deallocate\): the provider says .*PowerState/deallocated`)
+	m.step(nov(4, 8, 30))
+	_, az = azure()
+	m.boot("gpu-a", "ml", aLabels, nov(13, 19, 30), nil, az...)
+	m.step(nov(4, 8, 35))
+
+	// gpu-b: stopped by an OS shutdown, which leaves an Azure VM billing.
+	m.step(nov(10, 18, 0))
+	bin := filepath.Join(m.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Register(ctx, b.node); err != nil {
-		t.Fatalf("register %s: %v", b.node.ID, err)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	writeExec(t, filepath.Join(bin, "shutdown"), "#!/bin/sh\nexit 0\n")
+	_, bz := azure()
+	bEnv := []string{"PATH=" + bin + ":" + os.Getenv("PATH")}
+	bLabels := "owner=bo,provider=azure,region=westeurope,price=3.40,currency=USD"
+	m.boot("gpu-b", "ml", bLabels, nov(10, 18, 30), bEnv, append(bz, "--stop-command", "shutdown -h now")...)
+	m.idleStop("gpu-b", nov(10, 19, 0), `powered off \(idle, os-shutdown\) but STILL BILLING`)
+	m.step(nov(12, 9, 0))
+	m.boot("gpu-b", "ml", bLabels, never, bEnv, append(bz, "--stop-command", "shutdown -h now")...)
+	m.step(nov(12, 9, 5))
+	m.halt("gpu-b")
+
+	// gpu-a's second idle episode, then its start on Monday the 16th.
+	m.step(nov(13, 19, 0))
+	m.idleStop("gpu-a", nov(13, 20, 0), `stopped \(idle, azure-deallocate\)`)
+	m.step(nov(16, 8, 0))
+	_, az = azure()
+	m.boot("gpu-a", "ml", aLabels, never, nil, az...)
+	m.step(nov(16, 8, 5))
+	m.halt("gpu-a")
+
+	// gpu-s: a spot box (its interruption behaviour is stop, so it comes
+	// back with its disk) running one job under `gpuwarden run`.
+	aws := preempttest.NewAWS()
+	t.Cleanup(aws.Close)
+	ctl := filepath.Join(m.dir, "ctl")
+	if err := os.MkdirAll(ctl, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqlite.Open(ctx, filepath.Join(dataDir, "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
+	job := filepath.Join(m.dir, "train.sh")
+	writeExec(t, job, monthJob)
+	sLabels := "owner=cy,provider=aws,region=us-east-1,price=9.83,currency=USD,spot=true,on_demand_price=32.77"
+	boot := func() *upProc {
+		aws.Clear()
+		return m.boot("gpu-s", "nlp", sLabels, never, nil, "--cloud", "aws", "--aws-metadata", aws.URL, "--no-idle-stop")
 	}
-	defer l.Close()
-	for _, e := range b.events {
-		if _, err := l.RecordEvent(ctx, e); err != nil {
+	startJob := func() (func(time.Duration) result, *syncbuf.Buffer) {
+		wait, stderr, _ := startRunWatched(t, m.dir, []string{"CTL=" + ctl}, "--clock-file", m.clock, "run",
+			"--data-dir", filepath.Join(m.dir, "gpu-s"), "--checkpoint-dir", filepath.Join(m.dir, "gpu-s-ckpt"), "--grace", "2s",
+			"-o", "json", "--", job)
+		waitFor(t, stderr, "job started", 20*time.Second)
+		return wait, stderr
+	}
+	checkpoint := func(stderr *syncbuf.Buffer, name string) {
+		if err := os.WriteFile(filepath.Join(ctl, "checkpoint"), []byte(name), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		waitFor(t, stderr, name+" step=", 20*time.Second)
 	}
-	var recorded []gpuwarden.Event
-	for _, k := range []string{"idle-stop", "budget-stop", "box-stopped", "run-report"} {
-		evs, err := l.EventsOfKind(ctx, k, 100)
-		if err != nil {
-			t.Fatal(err)
+	preempt := func(p *upProc, wait func(time.Duration) result) {
+		aws.Interrupt("terminate", m.now)
+		if r := wait(30 * time.Second); r.code != 75 {
+			t.Fatalf("the preempted run exited %d, want 75:\n%s", r.code, r.stderr)
 		}
-		recorded = append(recorded, evs...)
+		p.wait(t, `saving recorded.*kind=spot`, 10*time.Second)
+		m.halt("gpu-s")
 	}
-	events := savings.FromAgent(b.box, recorded, b.starts, nil, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	if err := l.RecordSavings(ctx, events); err != nil {
+	// Two boots end in a preemption, each after a checkpoint: the work
+	// since it is lost.
+	for _, b := range []struct {
+		boot, checkpoint, preempted time.Time
+		name                        string
+	}{
+		{nov(18, 0, 0), nov(18, 5, 30), nov(18, 6, 0), "ckpt-1"},
+		{nov(18, 6, 5), nov(18, 12, 15), nov(18, 13, 0), "ckpt-2"},
+	} {
+		m.step(b.boot)
+		p := boot()
+		wait, stderr := startJob()
+		m.step(b.checkpoint)
+		checkpoint(stderr, b.name)
+		m.step(b.preempted)
+		preempt(p, wait)
+	}
+
+	m.step(nov(18, 13, 5))
+	p := boot()
+	wait, _ := startJob()
+	m.step(nov(18, 20, 0))
+	if err := os.WriteFile(filepath.Join(ctl, "done"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &agent.Shipper{Uplink: cl, Ledger: l, Node: b.node, Log: slog.New(slog.DiscardHandler)}
-	if err := s.ShipSavings(ctx); err != nil {
-		t.Fatalf("ship %s: %v", b.node.ID, err)
+	if r := wait(30 * time.Second); r.code != 0 {
+		t.Fatalf("the last run exited %d, want 0:\n%s", r.code, r.stderr)
+	}
+	p.wait(t, `saving recorded.*kind=spot`, 10*time.Second)
+	m.halt("gpu-s")
+
+	// gpu-c: a big AWS box on a budget with --budget-stop, stopped through
+	// the EC2 API (moto, IAM enforced) when the month's spend reaches it.
+	moto := peertest.StartMoto(t, "INITIAL_NO_AUTH_ACTION_COUNT=4")
+	key, secret := moto.User(t, "gw-stopper", "ec2:StopInstances", "ec2:DescribeInstances")
+	id := moto.RunInstance(t)
+	aemm := peertest.StartAEMM(t, "-c", writeFile(t, filepath.Join(m.dir, "aemm.json"), `{"metadata": {"values": {"instance-id": "`+id+`"}}}`))
+	plan := writeFile(t, filepath.Join(m.dir, "gpu-c.yaml"), "workload: {kind: notebook}\nwork_hours: 100\n"+
+		"budget: {monthly_limit: 204, currency: USD}\nbox: {provider: aws, hourly_rate: 32.77}\n"+
+		"data: {storage_gb: 2000, storage_kind: block}\n")
+	m.step(nov(24, 8, 0))
+	m.boot("gpu-c", "nlp", "owner=cy,provider=aws,region=us-east-1,price=32.77,currency=USD", never,
+		[]string{"AWS_ACCESS_KEY_ID=" + key, "AWS_SECRET_ACCESS_KEY=" + secret, "AWS_REGION=us-east-1"},
+		plan, "--budget-stop", "--cloud", "aws", "--stop", "api", "--aws-metadata", aemm.URL, "--aws-endpoint", moto.URL)
+	m.stepEvery(nov(24, 14, 15), 5*time.Minute)
+	c := m.agents["gpu-c"]
+	c.wait(t, `stopped \(budget, aws-stop\): the provider says .*state stopped`, 30*time.Second)
+	c.wait(t, `saving recorded.*kind=budget-stop`, 10*time.Second)
+	m.halt("gpu-c")
+	if got := moto.State(t, key, secret, id); got != "stopped" {
+		t.Errorf("moto reads gpu-c %q after the budget stop, want stopped", got)
 	}
 }
 

@@ -203,6 +203,9 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		f.ignoreSessions = true
 	}
 	go trimMemory(ctx, trimPeriod)
+	if a.clock != nil && f.simulate == "" {
+		return gpuwarden.Errorf(gpuwarden.EInvalid, "--clock-file steps a simulated box only").WithHint("add --simulate SPEC")
+	}
 
 	p, planPath, err := loadPlanIfAny(args)
 	if err != nil {
@@ -279,6 +282,16 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	defer host.Close()
 	ag = agent.New(cfg, gpus, host, ledger, notifier, log)
 	ag.SetSimulated(f.simulate != "")
+	if a.clock != nil {
+		// A stepped clock: one tick per step, each acknowledged once done
+		// (stop, savings and all), so that the stepper never races it.
+		ag.Now, ag.Ticks = a.clock.Now, a.clock.Ticks(ctx, time.Millisecond)
+		ag.Ticked = func(t time.Time) {
+			if err := a.clock.Ack(node.ID, t); err != nil {
+				log.Warn("acknowledge the clock", "err", err)
+			}
+		}
+	}
 	// What the savings are priced with: the node's price, provider and
 	// spot labels (issue #29).
 	savingsCfg, err := agent.SavingsFromNode(node)
@@ -296,6 +309,9 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if a.clock != nil && stopCfg.Stopper != nil {
+		stopCfg.Stopper = steppedStopper{stopCfg.Stopper, a.clock.Now}
+	}
 	ag.SetStop(stopCfg)
 	if replaced != nil {
 		ag.LedgerReplaced(ctx, *replaced)
@@ -306,6 +322,10 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		return err
 	}
 	sock.OnSync = ag.OnSync
+	sock.OnGone = func() { ag.SupervisorGone(ctx) }
+	if a.clock != nil {
+		sock.Now = a.clock.Now
+	}
 	ag.Socket = sock
 	go sock.Serve(ctx)
 	go a.watchNotices(ctx, f, ag, log)

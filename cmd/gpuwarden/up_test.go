@@ -97,6 +97,16 @@ func (p *upProc) wait(t *testing.T, re string, timeout time.Duration) string {
 	}
 }
 
+// exited reports whether the process closed its log: it ended.
+func (p *upProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *upProc) text() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -306,5 +316,34 @@ func TestReadmeDemoInATerminal(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("in a terminal the demo does not show %q:\n%s", want, text)
 		}
+	}
+}
+
+// TestClockFileIsForSimulatedBoxes: the stepped clock (--clock-file) runs a
+// simulated box only, and a clock file that cannot be read is bad input
+// naming the file, before anything starts.
+func TestClockFileIsForSimulatedBoxes(t *testing.T) {
+	dir := t.TempDir()
+	clock := writeFile(t, filepath.Join(dir, "clock"), "2026-11-01T00:00:00Z\n")
+	bad := writeFile(t, filepath.Join(dir, "bad-clock"), "Sunday\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"real box", []string{"--clock-file", clock, "up", "--data-dir", filepath.Join(dir, "d1"), "--listen", ""},
+			"--clock-file steps a simulated box only"},
+		{"missing file", []string{"--clock-file", filepath.Join(dir, "none"), "up", "--simulate", "1xH100", "--listen", ""},
+			"--clock-file: clock file: open " + filepath.Join(dir, "none")},
+		{"not a time", []string{"--clock-file", bad, "run", "--", "true"},
+			bad + `: line 1: "Sunday" is not an RFC 3339 time`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := gwLive(t, dir, tt.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+		})
 	}
 }

@@ -47,6 +47,7 @@ type Azure struct {
 	failOperation  bool
 	operations     map[string]int
 	deallocateSeen int
+	retryAfter     string
 }
 
 // NewAzure starts the fake for one running VM whose identity has the
@@ -58,7 +59,7 @@ func NewAzure() *Azure {
 		// Virtual Machine Contributor's compute actions, as its built-in role lists them.
 		actions: []string{"Microsoft.Authorization/*/read", "Microsoft.Compute/virtualMachines/*",
 			"Microsoft.Compute/availabilitySets/*"},
-		power: "PowerState/running", settleAfter: 1, operations: map[string]int{},
+		power: "PowerState/running", settleAfter: 1, operations: map[string]int{}, retryAfter: "10",
 	}
 	f.IMDS = httptest.NewServer(http.HandlerFunc(f.serveIMDS))
 	f.ARM = httptest.NewServer(http.HandlerFunc(f.serveARM))
@@ -100,6 +101,15 @@ func (f *Azure) SettleAfter(polls int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.settleAfter = polls
+}
+
+// RetryAfter sets the Retry-After, in seconds, of the deallocate's
+// answers (default 10, as ARM sends): 0 lets a test that is not about
+// the wait poll at once.
+func (f *Azure) RetryAfter(seconds int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retryAfter = strconv.Itoa(seconds)
 }
 
 // Stuck keeps the deallocate in progress and the VM deallocating forever.
@@ -236,7 +246,7 @@ func (f *Azure) serveARM(w http.ResponseWriter, r *http.Request) {
 		base := f.ARM.URL + opPrefix + id
 		w.Header().Set("Azure-AsyncOperation", base+"?p=fake&api-version="+r.URL.Query().Get("api-version"))
 		w.Header().Set("Location", base+"?p=fake&monitor=true&api-version="+r.URL.Query().Get("api-version"))
-		w.Header().Set("Retry-After", "10")
+		w.Header().Set("Retry-After", f.retryAfter)
 		w.Header().Set("x-ms-request-id", id)
 		w.WriteHeader(http.StatusAccepted)
 	case strings.EqualFold(path, vm+"/instanceView") && r.Method == http.MethodGet:
@@ -276,7 +286,7 @@ func (f *Azure) serveOperation(w http.ResponseWriter, r *http.Request, id string
 	}
 	if monitor {
 		if status == "InProgress" {
-			w.Header().Set("Retry-After", "10")
+			w.Header().Set("Retry-After", f.retryAfter)
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
@@ -288,7 +298,7 @@ func (f *Azure) serveOperation(w http.ResponseWriter, r *http.Request, id string
 		body["error"] = map[string]string{"code": "AllocationFailed", "message": "The operation failed (fake)."}
 	}
 	if status == "InProgress" {
-		w.Header().Set("Retry-After", "10")
+		w.Header().Set("Retry-After", f.retryAfter)
 	}
 	writeJSON(w, http.StatusOK, body)
 }
