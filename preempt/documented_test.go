@@ -422,6 +422,17 @@ func TestAzureSlowFirstCall(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no notice once Scheduled Events answered")
 	}
+	// Watch hears of the poll that delivered the notice just after the
+	// delivery; a cancel in between would skip it (a stopping agent
+	// records no health), so wait for it.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(ups)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+	}
 	cancel()
 	<-done
 	if n := f.Calls(); n < 2 {
