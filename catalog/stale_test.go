@@ -59,7 +59,7 @@ func TestStale(t *testing.T) {
 }
 
 // TestStaleEmbeddedSnapshot: the snapshot is one source with one line
-// (not 19, one per provider), and none on the day it was read.
+// (not 20, one per provider), and none on the day it was read.
 func TestStaleEmbeddedSnapshot(t *testing.T) {
 	c, err := Embedded()
 	if err != nil {

@@ -23,11 +23,11 @@ func TestPricesLineNamesTheSnapshot(t *testing.T) {
 		}
 		return p
 	}
-	eu, nl := write("eu.yaml", "DE, FR"), write("nl.yaml", "NL")
+	eu, pl := write("eu.yaml", "DE, FR"), write("pl.yaml", "PL")
 	const (
-		snap = "prices: embedded snapshot of 2026-12-03 (SkyPilot catalog v8): 2,270 offers from 19 providers"
+		snap = "prices: embedded snapshot of 2026-12-03 (SkyPilot catalog v8): 3,106 offers from 20 providers"
 		fix  = "run `gpuwarden catalog update` for every cloud's current prices"
-		thin = "prices: only 2 providers have offers in NL (gcp, runpod): few plan Bs on another provider;"
+		thin = "prices: only 2 providers have offers in PL (shadeform, spheron): few plan Bs on another provider;"
 	)
 	tests := []struct {
 		name       string
@@ -37,10 +37,10 @@ func TestPricesLineNamesTheSnapshot(t *testing.T) {
 	}{
 		{"plan, fresh, EU", []string{"plan", eu}, []string{snap + "\n"}, []string{"days old", "only "}, nil},
 		{"plan, 43 days on", []string{"--now", "2027-01-15", "plan", eu}, []string{snap + ", 43 days old: " + fix}, nil, nil},
-		{"plan, thin residency", []string{"plan", nl}, []string{snap + "\n", thin}, nil, nil},
-		{"offers, thin country", []string{"offers", "--country", "NL"}, []string{snap, thin}, nil, nil},
+		{"plan, thin residency", []string{"plan", pl}, []string{snap + "\n", thin}, nil, nil},
+		{"offers, thin country", []string{"offers", "--country", "PL"}, []string{snap, thin}, nil, nil},
 		{"offers, anywhere", []string{"offers", "--gpu", "H100"}, []string{snap + "\n"}, []string{"only "}, nil},
-		{"preflight, thin", []string{"preflight", nl, "--offline", "--no-canary"}, []string{snap + "\n", thin}, nil,
+		{"preflight, thin", []string{"preflight", pl, "--offline", "--no-canary"}, []string{snap + "\n", thin}, nil,
 			func(c int) bool { return c == 0 || c == 1 }},
 		{"no snapshot, one file", []string{"offers", "--no-embedded", "--catalog", writeOneProvider(t, dir)},
 			[]string{"prices: only 1 provider has offers in these prices (lambda): no plan B on another provider; " + fix}, []string{"embedded snapshot"}, nil},
