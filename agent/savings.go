@@ -112,7 +112,8 @@ func (a *Agent) SupervisorGone(ctx context.Context) {
 // recordSavings computes the box's savings from its ledger's events and
 // starts (savings.FromAgent) and records those that are new or changed:
 // the agent calls it when it starts (which closes the stop before), after
-// each stop and when a supervisor went away (SupervisorGone). A ledger that keeps no savings records nothing.
+// each stop and when a supervisor went away (SupervisorGone). A ledger that
+// keeps no savings records nothing.
 func (a *Agent) recordSavings(ctx context.Context) {
 	sl, ok := a.ledger.(gpuwarden.SavingsLedger)
 	if !ok {

@@ -38,21 +38,20 @@ func nov(day, hour, minute int) time.Time {
 // land on exact minutes. Between the steps it does what happens at that
 // time: boxes start and stop, jobs checkpoint, the provider preempts.
 type monthSim struct {
-	t           *testing.T
-	dir, clock  string
-	server      string
-	tokens      map[string]string // token file by project
-	idle        *httptest.Server
-	mu          sync.Mutex
-	now         time.Time
-	busyUntil   map[string]time.Time
-	agents      map[string]*upProc
-	bootsByNode map[string]int
+	t          *testing.T
+	dir, clock string
+	server     string
+	tokens     map[string]string // token file by project
+	idle       *httptest.Server
+	mu         sync.Mutex
+	now        time.Time
+	busyUntil  map[string]time.Time
+	agents     map[string]*upProc
 }
 
 func newMonthSim(t *testing.T, dir, server string, tokens map[string]string, start time.Time) *monthSim {
 	m := &monthSim{t: t, dir: dir, clock: filepath.Join(dir, "clock"), server: server, tokens: tokens, now: start,
-		busyUntil: map[string]time.Time{}, agents: map[string]*upProc{}, bootsByNode: map[string]int{}}
+		busyUntil: map[string]time.Time{}, agents: map[string]*upProc{}}
 	if err := simclock.Set(m.clock, start); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +109,6 @@ func (m *monthSim) boot(node, project, labels string, busyUntil time.Time, env [
 	m.busyUntil[node] = busyUntil
 	at := m.now
 	m.mu.Unlock()
-	m.bootsByNode[node]++
 	argv := append([]string{"--clock-file", m.clock, "up", "--simulate", "1xH100,load=0", "--interval", "5m",
 		"--idle-window", "30m", "--warn-before", "10m", "--listen", "", "--node-id", node, "--hostname", node, "--data-dir", filepath.Join(m.dir, node),
 		"--server", m.server, "--token-file", m.tokens[project], "--heartbeat", "1s", "--idle-url", m.idle.URL + "/" + node,

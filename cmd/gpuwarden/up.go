@@ -202,10 +202,10 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 		// sits at, whose own terminal would keep the box busy forever.
 		f.ignoreSessions = true
 	}
-	go trimMemory(ctx, trimPeriod)
 	if a.clock != nil && f.simulate == "" {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "--clock-file steps a simulated box only").WithHint("add --simulate SPEC")
 	}
+	go trimMemory(ctx, trimPeriod)
 
 	p, planPath, err := loadPlanIfAny(args)
 	if err != nil {
