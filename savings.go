@@ -285,6 +285,9 @@ type SavingsQuery struct {
 	Owner    string
 	Node     string
 	Kind     SavingKind
+	// RecordedAfter keeps the events recorded (At) after it: what an
+	// agent has not shipped yet.
+	RecordedAfter time.Time
 }
 
 // Match reports whether s is selected by q, the one definition both
@@ -298,6 +301,8 @@ func (q SavingsQuery) Match(s Saving) bool {
 	case q.Node != "" && s.Node != q.Node:
 		return false
 	case q.Kind != "" && s.Kind != q.Kind:
+		return false
+	case !q.RecordedAfter.IsZero() && !s.At.After(q.RecordedAfter):
 		return false
 	case !q.To.IsZero() && !s.From.Before(q.To):
 		return false

@@ -3,6 +3,7 @@ package gpuwarden
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -522,6 +523,26 @@ type StopOutcome struct {
 	At time.Time `json:"at"`
 	// Detail says in words what happened and what still bills.
 	Detail string `json:"detail,omitempty"`
+}
+
+// Answer is the provider's answer to a stop in words: "HTTP 202, operation
+// op-1, state read back PowerState/deallocated" and the detail; empty when
+// the provider said nothing (a stop run on the box).
+func (o StopOutcome) Answer() string {
+	var parts []string
+	if o.HTTPStatus != 0 {
+		parts = append(parts, "HTTP "+strconv.Itoa(o.HTTPStatus))
+	}
+	if o.OperationID != "" {
+		parts = append(parts, "operation "+o.OperationID)
+	}
+	if o.State != "" {
+		parts = append(parts, "state read back "+o.State)
+	}
+	if o.Detail != "" {
+		parts = append(parts, o.Detail)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // BillStopper stops this box in a way that ends its compute bill, and can

@@ -195,3 +195,23 @@ func TestStopSemanticsOf(t *testing.T) {
 		t.Error("StopSemanticsOf returned the table's own slice")
 	}
 }
+
+// TestStopOutcomeAnswer: the provider's answer in words, as the agent's log,
+// the savings evidence and the fleet's stop views all print it.
+func TestStopOutcomeAnswer(t *testing.T) {
+	tests := []struct {
+		name string
+		in   StopOutcome
+		want string
+	}{
+		{"azure", StopOutcome{HTTPStatus: 202, OperationID: "op-1", State: "PowerState/deallocated", Detail: "disks still bill"},
+			"HTTP 202, operation op-1, state read back PowerState/deallocated, disks still bill"},
+		{"state only", StopOutcome{State: "stopped"}, "state read back stopped"},
+		{"nothing said: an OS shutdown", StopOutcome{Method: StopOSShutdown, Billing: NodeStopped}, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.in.Answer(); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -165,9 +166,9 @@ func (a *Agent) stop(ctx context.Context, why string) {
 	if out.Method == "" {
 		out.Method = s.Method()
 	}
-	if out.At.IsZero() {
-		out.At = a.Now()
-	}
+	// Settled now, on the agent's clock: the stopper's own reads stay on
+	// the machine's, and a simulated box's clock (simclock) is the agent's.
+	out.At = a.Now()
 	if err != nil {
 		a.log.Error("stop failed", "method", method, "err", err)
 		// Retried while the reason holds (stopRetryDue); alerted once an
@@ -283,30 +284,10 @@ func (a *Agent) stopReportLocked() gpuwarden.StopReport {
 	return r
 }
 
+// describeOutcome is the provider's answer for the stop's log line, else
+// what the stop did to the bill.
 func describeOutcome(o gpuwarden.StopOutcome) string {
-	s := ""
-	if o.HTTPStatus != 0 {
-		s = fmt.Sprintf("HTTP %d", o.HTTPStatus)
-	}
-	if o.OperationID != "" {
-		s += ", operation " + o.OperationID
-	}
-	if o.State != "" {
-		if s != "" {
-			s += ", "
-		}
-		s += "state " + o.State
-	}
-	if o.Detail != "" {
-		if s != "" {
-			s += "; "
-		}
-		s += o.Detail
-	}
-	if s == "" {
-		s = o.Billing
-	}
-	return s
+	return cmp.Or(o.Answer(), o.Billing)
 }
 
 func outcomeData(o gpuwarden.StopOutcome) map[string]string {

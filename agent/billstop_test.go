@@ -41,7 +41,7 @@ func TestStopRecordsWhatTheProviderSaid(t *testing.T) {
 	}{
 		{"deallocated", gpuwarden.StopReport{Method: gpuwarden.StopAzureDeallocate, StopsBilling: true},
 			gpuwarden.StopOutcome{Method: gpuwarden.StopAzureDeallocate, HTTPStatus: 202, OperationID: "op-1", State: "PowerState/deallocated", Billing: gpuwarden.NodeStopped},
-			nil, gpuwarden.SeverityInfo, gpuwarden.NodeStopped, "HTTP 202, operation op-1, state PowerState/deallocated"},
+			nil, gpuwarden.SeverityInfo, gpuwarden.NodeStopped, "HTTP 202, operation op-1, state read back PowerState/deallocated"},
 		{"accepted, not confirmed", gpuwarden.StopReport{Method: gpuwarden.StopRunPod, StopsBilling: true},
 			gpuwarden.StopOutcome{Method: gpuwarden.StopRunPod, HTTPStatus: 200, State: "RUNNING", Billing: gpuwarden.NodeStopRequested},
 			nil, gpuwarden.SeverityWarning, gpuwarden.NodeStopRequested, "not yet confirmed"},

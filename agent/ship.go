@@ -252,11 +252,10 @@ func (s *Shipper) ShipSavings(ctx context.Context) error {
 			return fmt.Errorf("savings cursor %q: %w", v, err)
 		}
 	}
-	all, err := sl.Savings(ctx, gpuwarden.SavingsQuery{Node: s.Node.ID})
+	fresh, err := sl.Savings(ctx, gpuwarden.SavingsQuery{Node: s.Node.ID, RecordedAfter: after})
 	if err != nil {
 		return fmt.Errorf("read savings to ship: %w", err)
 	}
-	fresh := slices.DeleteFunc(all, func(e gpuwarden.Saving) bool { return !e.At.After(after) })
 	slices.SortFunc(fresh, func(a, b gpuwarden.Saving) int { return a.At.Compare(b.At) })
 	for len(fresh) > 0 {
 		n := min(len(fresh), shipBatchItems)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/report"
+	"github.com/gpuwarden/gpuwarden/savings"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -130,11 +131,11 @@ func (s *Server) buildSaved(ctx context.Context, now time.Time) savedView {
 	if s.Savings == nil {
 		return savedView{}
 	}
-	from := time.Date(now.UTC().Year(), now.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+	from, to := savings.Month(now)
 	v := savedView{Present: true, Month: from.Format("2006-01")}
 	ctx, cancel := context.WithTimeout(ctx, savingsTimeout)
 	defer cancel()
-	a, err := savingsAnswer(ctx, s.Savings, savingsRequest{q: gpuwarden.SavingsQuery{From: from, To: from.AddDate(0, 1, 0)}, by: "kind"})
+	a, err := savingsAnswer(ctx, s.Savings, savingsRequest{q: gpuwarden.SavingsQuery{From: from, To: to}, by: "kind"})
 	if err != nil {
 		s.log.Warn("dashboard savings", "err", err)
 		v.Error = "savings unavailable: " + err.Error()

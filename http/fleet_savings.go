@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/report"
+	"github.com/gpuwarden/gpuwarden/savings"
 )
 
 // maxSavingsEvents caps the events one savings answer lists: a month of a
@@ -62,13 +63,12 @@ func parseSavingsQuery(v url.Values, now time.Time) (savingsRequest, error) {
 		}
 	}
 	r.by = v.Get("by") // empty: by project (report.Savings)
-	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	r.q.From, r.q.To = savings.Month(now)
 	if m := v.Get("month"); m != "" {
-		if month, err = time.Parse("2006-01", m); err != nil {
-			return r, gpuwarden.Errorf(gpuwarden.EInvalid, "month %q is not YYYY-MM", m)
+		if r.q.From, r.q.To, err = savings.ParseMonth(m); err != nil {
+			return r, gpuwarden.Errorf(gpuwarden.EInvalid, "%v", err)
 		}
 	}
-	r.q.From, r.q.To = month, month.AddDate(0, 1, 0)
 	for key, dst := range map[string]*time.Time{"from": &r.q.From, "to": &r.q.To} {
 		if s := v.Get(key); s != "" {
 			t, err := parseWhen(s)
@@ -189,8 +189,7 @@ func (s *FleetServer) savingsTile(ctx context.Context, sc scope, now time.Time) 
 	if sc.Project != gpuwarden.AllProjects {
 		req.q.Project = sc.Project
 	}
-	req.q.From = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	req.q.To = req.q.From.AddDate(0, 1, 0)
+	req.q.From, req.q.To = savings.Month(now)
 	month := req.q.From.Format("2006-01")
 	a, err := s.savingsFor(ctx, req)
 	if err != nil {

@@ -31,7 +31,7 @@ func stopSummary(n gpuwarden.Node, now time.Time) stopView {
 	}
 	method := cmp.Or(s.Method, "none")
 	if o := s.Outcome; o != nil {
-		ans := report.Answer(*o)
+		ans := o.Answer()
 		if ans != "" {
 			ans = " (" + ans + ")"
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuwarden/gpuwarden"
 	"github.com/gpuwarden/gpuwarden/notify"
 	"github.com/gpuwarden/gpuwarden/report"
+	"github.com/gpuwarden/gpuwarden/savings"
 )
 
 // Monthly summary timing: checked every ten minutes, so that it goes out
@@ -114,7 +115,7 @@ func (m *MonthlySummaries) Check(ctx context.Context) (int, error) {
 		return 0, gpuwarden.Errorf(gpuwarden.EInternal, "monthly summary: the fleet ledger keeps no record of what was sent")
 	}
 	now := m.Server.now().UTC()
-	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	start, _ := savings.Month(now)
 	catchUp := m.CatchUp
 	if catchUp <= 0 {
 		catchUp = DefaultSummaryCatchUp
@@ -161,8 +162,8 @@ func (m *MonthlySummaries) Check(ctx context.Context) (int, error) {
 // its savings, its biggest saving, and the biggest waste billing at now.
 func (m *MonthlySummaries) Build(ctx context.Context, month, now time.Time) (notify.MonthlySummary, error) {
 	s := m.Server
-	from := time.Date(month.Year(), month.Month(), 1, 0, 0, 0, 0, time.UTC)
-	out := notify.MonthlySummary{Month: from.Format("2006-01"), From: from, To: from.AddDate(0, 1, 0), Sent: now,
+	from, to := savings.Month(month)
+	out := notify.MonthlySummary{Month: from.Format("2006-01"), From: from, To: to, Sent: now,
 		Source: "gpuwarden server"}
 	if m.Link != "" {
 		out.Link = strings.TrimSuffix(m.Link, "/") + savingsHref(out.Month, "", "")

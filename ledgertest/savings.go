@@ -138,6 +138,10 @@ func testSavingsUpsert(t *testing.T, s SavingsStore, reopen func() SavingsStore)
 
 func testSavingsQuery(t *testing.T, s SavingsStore, _ func() SavingsStore) {
 	all := SavingsFixture()
+	// Recorded a minute apart, for the shipper's query.
+	for i := range all {
+		all[i].At = all[i].At.Add(time.Duration(i) * time.Minute)
+	}
 	if err := s.RecordSavings(context.Background(), all); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +166,9 @@ func testSavingsQuery(t *testing.T, s SavingsStore, _ func() SavingsStore) {
 		{"from only", gpuwarden.SavingsQuery{From: savingsDay(20, 0, 0)}},
 		{"to only", gpuwarden.SavingsQuery{To: savingsDay(11, 0, 0)}},
 		{"project and kind", gpuwarden.SavingsQuery{Project: "nlp", Kind: gpuwarden.SavingBudgetStop}},
+		{"recorded after the third", gpuwarden.SavingsQuery{RecordedAfter: all[2].At}},
+		{"recorded after the last", gpuwarden.SavingsQuery{RecordedAfter: all[len(all)-1].At}},
+		{"node, recorded after the first", gpuwarden.SavingsQuery{Node: "gpu-a", RecordedAfter: all[0].At}},
 	}
 	for _, tt := range queries {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -139,15 +138,5 @@ func (s MonthlySummary) Alert() Alert {
 // PagerDuty an info trigger whose dedup_key is the month's, so that a
 // resend folds into one alert.
 func (w *Webhook) SendSummary(ctx context.Context, s MonthlySummary) error {
-	reqs, err := w.requests(s.Alert())
-	if err != nil {
-		return fmt.Errorf("%s: %w", w, err)
-	}
-	var errs []error
-	for _, r := range reqs {
-		if err := w.send(ctx, r); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return w.sendAlert(ctx, s.Alert())
 }

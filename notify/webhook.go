@@ -225,7 +225,12 @@ func (e *StatusError) Error() string {
 // retrying network errors, 429 and 5xx with exponential backoff; other 4xx
 // fail at once, since a retry cannot fix them.
 func (w *Webhook) Notify(ctx context.Context, e gpuwarden.Event) error {
-	reqs, err := w.requests(NewAlert(e, w.box))
+	return w.sendAlert(ctx, NewAlert(e, w.box))
+}
+
+// sendAlert sends an alert in the webhook's format, every request it takes.
+func (w *Webhook) sendAlert(ctx context.Context, a Alert) error {
+	reqs, err := w.requests(a)
 	if err != nil {
 		return fmt.Errorf("%s: %w", w, err)
 	}

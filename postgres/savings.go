@@ -22,7 +22,7 @@ var (
 const selectSavingsSQL = `SELECT ` + fleetrow.SavingColumns + ` FROM savings
 WHERE from_ms < $2 AND (to_ms > $1 OR (to_ms = from_ms AND from_ms >= $1))
  AND ($3::text = '' OR project = $3) AND ($4::text = '' OR owner = $4) AND ($5::text = '' OR node_id = $5)
- AND ($6::text = '' OR kind = $6)
+ AND ($6::text = '' OR kind = $6) AND at_ms > $7
 ORDER BY from_ms, id`
 
 // recordSavings validates every event, then upserts them in one transaction.

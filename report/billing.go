@@ -3,7 +3,6 @@ package report
 import (
 	"cmp"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gpuwarden/gpuwarden"
@@ -186,7 +185,7 @@ func stopReasonOf(n *gpuwarden.Node, a AfterStop, now time.Time) (OrphanReason, 
 	case gpuwarden.NodeStopRequested:
 		ev := fmt.Sprintf("the stop was requested %s but %s never confirmed a state that ends the bill", ago, provider)
 		if s != nil && s.Outcome != nil {
-			if ans := Answer(*s.Outcome); ans != "" {
+			if ans := s.Outcome.Answer(); ans != "" {
 				ev += " (" + ans + ")"
 			}
 		}
@@ -216,23 +215,4 @@ func confirmFix(n *gpuwarden.Node) string {
 		state = sem.Confirmed
 	}
 	return fmt.Sprintf("check in the provider's console that it reached %s (stop it there if not), then `gpuwarden node gone %s`", state, n.ID)
-}
-
-// Answer is the provider's answer to a stop in words: "HTTP 202, operation
-// op-1, state read back PowerState/deallocated".
-func Answer(o gpuwarden.StopOutcome) string {
-	var parts []string
-	if o.HTTPStatus != 0 {
-		parts = append(parts, fmt.Sprintf("HTTP %d", o.HTTPStatus))
-	}
-	if o.OperationID != "" {
-		parts = append(parts, "operation "+o.OperationID)
-	}
-	if o.State != "" {
-		parts = append(parts, "state read back "+o.State)
-	}
-	if o.Detail != "" {
-		parts = append(parts, o.Detail)
-	}
-	return strings.Join(parts, ", ")
 }

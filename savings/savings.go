@@ -292,14 +292,8 @@ func answer(o gpuwarden.StopOutcome) string {
 	if o.Method != "" {
 		parts = append(parts, "method "+o.Method)
 	}
-	if o.HTTPStatus != 0 {
-		parts = append(parts, fmt.Sprintf("HTTP %d", o.HTTPStatus))
-	}
-	if o.OperationID != "" {
-		parts = append(parts, "operation "+o.OperationID)
-	}
-	if o.State != "" {
-		parts = append(parts, "state "+o.State)
+	if a := o.Answer(); a != "" {
+		parts = append(parts, a)
 	}
 	if !o.At.IsZero() {
 		parts = append(parts, "at "+o.At.UTC().Format(time.RFC3339))

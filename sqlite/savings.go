@@ -19,7 +19,7 @@ var (
 // are skipped when empty.
 const selectSavingsSQL = `SELECT ` + fleetrow.SavingColumns + ` FROM savings
 WHERE from_ms < $2 AND (to_ms > $1 OR (to_ms = from_ms AND from_ms >= $1))
- AND ($3 = '' OR project = $3) AND ($4 = '' OR owner = $4) AND ($5 = '' OR node_id = $5) AND ($6 = '' OR kind = $6)
+ AND ($3 = '' OR project = $3) AND ($4 = '' OR owner = $4) AND ($5 = '' OR node_id = $5) AND ($6 = '' OR kind = $6) AND at_ms > $7
 ORDER BY from_ms, id`
 
 // scanSavings reads the rows of selectSavingsSQL.

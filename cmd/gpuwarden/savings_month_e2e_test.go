@@ -404,7 +404,7 @@ func runSavingsMonth(t *testing.T, m *monthSim) {
 		plan, "--budget-stop", "--cloud", "aws", "--stop", "api", "--aws-metadata", aemm.URL, "--aws-endpoint", moto.URL)
 	m.stepEvery(nov(24, 14, 15), 5*time.Minute)
 	c := m.agents["gpu-c"]
-	c.wait(t, `stopped \(budget, aws-stop\): the provider says .*state stopped`, 30*time.Second)
+	c.wait(t, `stopped \(budget, aws-stop\): the provider says .*state read back stopped`, 30*time.Second)
 	c.wait(t, `saving recorded.*kind=budget-stop`, 10*time.Second)
 	m.halt("gpu-c")
 	if got := moto.State(t, key, secret, id); got != "stopped" {
@@ -446,7 +446,7 @@ func TestIdleStopSavingReachesTheServer(t *testing.T) {
 		basis      gpuwarden.SavingBasis
 		inEvidence string
 	}{
-		{"deallocated", "vm-saved", nil, "", gpuwarden.SavingConfirmed, "state PowerState/deallocated"},
+		{"deallocated", "vm-saved", nil, "", gpuwarden.SavingConfirmed, "state read back PowerState/deallocated"},
 		{"os shutdown", "vm-billing", []string{"--stop-command", "shutdown -h now"}, "provider kept billing: powered-off-still-billing",
 			gpuwarden.SavingConfirmed, "powered-off-still-billing"},
 	}

@@ -50,21 +50,9 @@ sleep, and the last alerts and notices.
 
 func fetchStatus(ctx context.Context, addr string) (gpuwarden.AgentStatus, []byte, error) {
 	var st gpuwarden.AgentStatus
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/status", nil)
+	raw, err := agentGet(ctx, addr, "/api/v1/status")
 	if err != nil {
-		return st, nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--addr %q: %v", addr, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, nil, gpuwarden.Errorf(gpuwarden.EEnvironment, "no agent answers at %s", addr).
-			WithHint("start one with: gpuwarden up (or check --addr)")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return st, nil, fmt.Errorf("agent at %s answered %s", addr, resp.Status)
+		return st, nil, err
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return st, nil, fmt.Errorf("read the agent's status: %w", err)
@@ -72,23 +60,38 @@ func fetchStatus(ctx context.Context, addr string) (gpuwarden.AgentStatus, []byt
 	return st, raw, nil
 }
 
+// agentGet reads one answer of the agent's API at addr, within 3 s and
+// 8 MiB; anything but 200 is an error that says what answered.
+func agentGet(ctx context.Context, addr, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, gpuwarden.Errorf(gpuwarden.EInvalid, "--addr %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, gpuwarden.Errorf(gpuwarden.EEnvironment, "no agent answers at %s", addr).
+			WithHint("start one with: gpuwarden up (or check --addr)")
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("agent at %s answered %s", addr, resp.Status)
+	}
+	return raw, nil
+}
+
 // fetchSaved asks the agent what it saved this month; nil when it keeps no
 // savings ledger or is older than the savings API, so that status still
 // shows everything else.
 func fetchSaved(ctx context.Context, addr string) *report.SavingsReport {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/savings", nil)
+	raw, err := agentGet(ctx, addr, "/api/v1/savings")
 	if err != nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	var r report.SavingsReport
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&r) != nil {
+	if json.Unmarshal(raw, &r) != nil {
 		return nil
 	}
 	return &r

@@ -259,7 +259,7 @@ func TestIdleStopStopsTheEC2InstanceOnMoto(t *testing.T) {
 
 	p := up("allowed", allowedKey, allowedSecret)
 	p.wait(t, `idle stop proven.*aws-stop.*DryRun`, 20*time.Second)
-	p.wait(t, ` stopped \(idle, aws-stop\): the provider says .*state stopped`, 60*time.Second)
+	p.wait(t, ` stopped \(idle, aws-stop\): the provider says .*state read back stopped`, 60*time.Second)
 	if got := m.State(t, allowedKey, allowedSecret, id); got != "stopped" {
 		t.Errorf("moto reads the instance %q after the idle stop, want stopped", got)
 	}
@@ -281,7 +281,7 @@ func TestIdleStopOnContainerClouds(t *testing.T) {
 		cmd.Env = append(os.Environ(), "RUNPOD_POD_ID=pod-7", "RUNPOD_API_KEY=rp-key")
 		p := startCmd(t, cmd)
 		p.wait(t, `idle stop proven.*runpod-stop`, 15*time.Second)
-		p.wait(t, ` stopped \(idle, runpod-stop\): the provider says HTTP 200.*state EXITED`, 40*time.Second)
+		p.wait(t, ` stopped \(idle, runpod-stop\): the provider says HTTP 200.*state read back EXITED`, 40*time.Second)
 		if f.Stops() != 1 || f.DesiredStatus() != "EXITED" {
 			t.Errorf("the fake saw %d stops, status %q; want 1 and EXITED", f.Stops(), f.DesiredStatus())
 		}
@@ -295,7 +295,7 @@ func TestIdleStopOnContainerClouds(t *testing.T) {
 		cmd.Env = append(os.Environ(), "CONTAINER_ID=4242", "VAST_API_KEY=vast-key")
 		p := startCmd(t, cmd)
 		p.wait(t, `idle stop proven.*vast-stop`, 15*time.Second)
-		p.wait(t, ` stopped \(idle, vast-stop\): the provider says .*state stopped`, 40*time.Second)
+		p.wait(t, ` stopped \(idle, vast-stop\): the provider says .*state read back stopped`, 40*time.Second)
 		if f.Stops() != 1 || f.ActualStatus() != "stopped" {
 			t.Errorf("the fake saw %d stops, status %q; want 1 and stopped", f.Stops(), f.ActualStatus())
 		}

@@ -309,9 +309,6 @@ func (a *app) runUp(cmd *cobra.Command, f *upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if a.clock != nil && stopCfg.Stopper != nil {
-		stopCfg.Stopper = steppedStopper{stopCfg.Stopper, a.clock.Now}
-	}
 	ag.SetStop(stopCfg)
 	if replaced != nil {
 		ag.LedgerReplaced(ctx, *replaced)

@@ -244,21 +244,6 @@ func stopTableHelp() string {
 	return b.String()
 }
 
-// steppedStopper stamps a stop's answer with the stepped clock of a
-// simulated box (--clock-file): the provider's own timestamps and request
-// signatures stay on the machine's clock, the moment the box stopped is
-// the simulation's.
-type steppedStopper struct {
-	gpuwarden.BillStopper
-	now func() time.Time
-}
-
-func (s steppedStopper) Stop(ctx context.Context) (gpuwarden.StopOutcome, error) {
-	out, err := s.BillStopper.Stop(ctx)
-	out.At = s.now()
-	return out, err
-}
-
 const simulatedNoBill = "simulated GPUs on no provider: nothing bills"
 
 // simulatedStopper is the stop of simulated GPUs that no flag or label

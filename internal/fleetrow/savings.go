@@ -41,8 +41,9 @@ func SavingArgs(e gpuwarden.Saving) []any {
 }
 
 // SavingsQueryArgs are the arguments of a savings SELECT ($1 from, $2 to,
-// $3 project, $4 owner, $5 node, $6 kind); zero times select everything,
-// an empty filter (or every project) is skipped.
+// $3 project, $4 owner, $5 node, $6 kind, $7 recorded after, exclusive);
+// zero times select everything, an empty filter (or every project) is
+// skipped.
 func SavingsQueryArgs(q gpuwarden.SavingsQuery) []any {
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
 	if !q.From.IsZero() {
@@ -55,7 +56,11 @@ func SavingsQueryArgs(q gpuwarden.SavingsQuery) []any {
 	if project == gpuwarden.AllProjects {
 		project = ""
 	}
-	return []any{from, to, project, q.Owner, q.Node, string(q.Kind)}
+	after := int64(math.MinInt64)
+	if !q.RecordedAfter.IsZero() {
+		after = q.RecordedAfter.UnixMilli()
+	}
+	return []any{from, to, project, q.Owner, q.Node, string(q.Kind), after}
 }
 
 // ScanSaving reads one row of SavingColumns through the driver's Scan.
