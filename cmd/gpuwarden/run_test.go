@@ -306,10 +306,21 @@ func TestRunEndsLeftoversOfAKilledSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProcesses(t, marker, 2)
-	for _, pid := range processesWith("gpuwarden-guard") {
-		if ppid(pid) == cmd.Process.Pid {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	// The guard starts once the job is registered, which can be after the
+	// job's sleeps are up: wait for it, or it would end the job itself.
+	var guards []int
+	for deadline := time.Now().Add(5 * time.Second); len(guards) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, pid := range processesWith("gpuwarden-guard") {
+			if ppid(pid) == cmd.Process.Pid {
+				guards = append(guards, pid)
+			}
 		}
+	}
+	if len(guards) == 0 {
+		t.Fatal("the supervisor started no guard")
+	}
+	for _, pid := range guards {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -324,13 +335,16 @@ func TestRunEndsLeftoversOfAKilledSupervisor(t *testing.T) {
 	assertGone(t, marker, "outlived the next run")
 }
 
+// waitProcesses waits for n processes running "sleep marker". It counts
+// the sleeps alone: the supervisor's and the shell's command lines hold the
+// marker too, and the shell's forks carry it until they exec.
 func waitProcesses(t *testing.T, marker string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(processesWith(marker)) < n && time.Now().Before(deadline) {
+	for len(sleepers(marker)) < n && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := len(processesWith(marker)); got < n {
+	if got := len(sleepers(marker)); got < n {
 		t.Fatalf("the job's processes did not start (%d of %d)", got, n)
 	}
 }
@@ -366,6 +380,16 @@ func ppid(pid int) int {
 
 // processesWith lists the PIDs whose command line contains s.
 func processesWith(s string) []int {
+	return processesWhere(func(cmdline []byte) bool { return bytes.Contains(cmdline, []byte(s)) })
+}
+
+// sleepers lists the PIDs running exactly "sleep marker".
+func sleepers(marker string) []int {
+	want := []byte("sleep\x00" + marker + "\x00")
+	return processesWhere(func(cmdline []byte) bool { return bytes.Equal(cmdline, want) })
+}
+
+func processesWhere(match func(cmdline []byte) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -374,7 +398,7 @@ func processesWith(s string) []int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte(s)) {
+		if err != nil || !match(b) {
 			continue
 		}
 		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && bytes.Contains(st, []byte(") Z ")) {
