@@ -454,6 +454,9 @@ func TestIdleStopSavingReachesTheServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			az := stoppertest.NewAzure()
 			defer az.Close()
+			// About the saving's way to the server, not ARM's polling
+			// (TestIdleStopDeallocatesOnAzure waits out the 10 s Retry-After).
+			az.RetryAfter(0)
 			bin := filepath.Join(dir, tt.node+"-bin")
 			if err := os.Mkdir(bin, 0o755); err != nil {
 				t.Fatal(err)
