@@ -93,10 +93,6 @@ var countryByName = func() map[string]string {
 	return m
 }()
 
-// CountryName is the English short name of an ISO 3166-1 alpha-2 code, or
-// "" for a code that names no country.
-func CountryName(code string) string { return isoCountries[strings.ToUpper(strings.TrimSpace(code))] }
-
 // CountryCode reads a country given as its ISO 3166-1 alpha-2 code or its
 // name, either in any case ("de", "DE", "Germany", "germany", "USA"), and
 // returns the code; anything else is EInvalid, with the closest name when

@@ -106,14 +106,6 @@ func WithAttempts(n int) Option {
 // the agent's alert path for longer than attempts × timeout.
 func WithTimeout(d time.Duration) Option { return func(w *Webhook) { w.timeout = d } }
 
-// WithBackoff sets the first retry delay and the most any delay grows to.
-func WithBackoff(base, maxDelay time.Duration) Option {
-	return func(w *Webhook) { w.base, w.maxDelay = base, maxDelay }
-}
-
-// WithMaxRetryAfter sets the longest Retry-After the webhook waits out.
-func WithMaxRetryAfter(d time.Duration) Option { return func(w *Webhook) { w.maxAfter = d } }
-
 // WithSleep replaces the wait between attempts, so that tests need not
 // wait; sleep must return early with ctx's error when ctx ends.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {

@@ -210,15 +210,10 @@ func newHoursModel(p *gpuwarden.Plan, w float64, released bool) hoursModel {
 	return m
 }
 
-// IdleHours is the time the box bills without working under an on-hours
-// policy, for the plan's work_hours: with auto-shutdown, one idle window per
-// session; without it, every hour of the month that is not work ("nobody
-// turns it off").
-func IdleHours(p *gpuwarden.Plan, on gpuwarden.OnHours) float64 {
-	return idleHours(p, on, p.WorkHours)
-}
-
-// idleHours is IdleHours for w hours of work on one box.
+// idleHours is the time the box bills without working under an on-hours
+// policy, for w hours of work on one box: with auto-shutdown, one idle
+// window per session; without it, every hour of the month that is not work
+// ("nobody turns it off").
 func idleHours(p *gpuwarden.Plan, on gpuwarden.OnHours, w float64) float64 {
 	rest := math.Max(p.HoursPerMonth-w, 0)
 	if on.AutoShutdownIdleMinutes <= 0 {

@@ -39,9 +39,6 @@ func Open(path string) (*Clock, error) {
 	return c, nil
 }
 
-// Path is the clock file's path.
-func (c *Clock) Path() string { return c.path }
-
 // Now is the file's time. Time never runs backwards: an earlier time, or a
 // file that cannot be read for a moment, keeps the last one.
 func (c *Clock) Now() time.Time {

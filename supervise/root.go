@@ -89,9 +89,6 @@ func (r *Root) ensureDir(name string) error {
 	return nil
 }
 
-// Path returns the resolved root.
-func (r *Root) Path() string { return r.path }
-
 // Close releases the root's descriptors.
 func (r *Root) Close() error {
 	if r.dirfd >= 0 {

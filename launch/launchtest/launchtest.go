@@ -52,13 +52,6 @@ func StartEC2(t testing.TB, replies map[string]Reply) *EC2 {
 	return e
 }
 
-// Calls returns the actions called so far, in order.
-func (e *EC2) Calls() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.calls...)
-}
-
 func (e *EC2) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	form, _ := url.ParseQuery(string(body))

@@ -189,15 +189,6 @@ func (f *Azure) Remove(id string) {
 	f.incarnation++
 }
 
-// Clear withdraws every event and canned answer.
-func (f *Azure) Clear() {
-	f.mu.Lock()
-	f.events = nil
-	f.incarnation++
-	f.mu.Unlock()
-	f.raw.clear()
-}
-
 // Respond replaces the answer for path (e.g. "/metadata/scheduledevents")
 // with status and body; the header check still applies.
 func (f *Azure) Respond(path string, status int, body string) { f.raw.set(path, status, body) }

@@ -78,9 +78,6 @@ func (f *Azure) ResourceID() string {
 		"/providers/Microsoft.Compute/virtualMachines/" + f.vm
 }
 
-// Token is the access token IMDS hands out and ARM accepts.
-func (f *Azure) Token() string { return f.token }
-
 // SetPermissions replaces the identity's permissions on the VM.
 func (f *Azure) SetPermissions(actions, notActions []string) {
 	f.mu.Lock()
