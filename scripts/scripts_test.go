@@ -33,7 +33,7 @@ func TestScriptRunsTheFuzzersAfterAFailure(t *testing.T) {
 		stderr string
 	}{
 		{"all pass", "nothing fails", 0, ""},
-		{"the tests fail", "-race", 1, "1 step(s) failed:\n  go test -race -count=1 ./..."},
+		{"the tests fail", "-race", 1, "1 step(s) failed:\n  go test -race -count=1 -timeout 20m ./..."},
 		{"tests and a fuzzer fail", `-race|\^FuzzParse\$`, 1, "2 step(s) failed:"},
 	}
 	for _, tt := range tests {
