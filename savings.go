@@ -167,12 +167,6 @@ func SavingID(kind SavingKind, node, evidenceKey string) string {
 	return string(kind) + "-" + hex.EncodeToString(h[:10])
 }
 
-// SavingAmount prices hours at an hourly rate, rounded to the cent, the
-// way every other cost line is (MulCents).
-func SavingAmount(rate Micros, hours float64) Cents {
-	return MulCents(rate, MicrosFromFloat(hours))
-}
-
 // Validate checks what the ledger refuses to store: an event without an ID,
 // a known kind and basis, evidence, a currency or a period, or one that
 // says it saved nothing yet carries an amount.

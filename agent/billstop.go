@@ -263,14 +263,6 @@ func (a *Agent) stopRetryDue(now time.Time) bool {
 	return !a.stopRetryAt.IsZero() && !now.Before(a.stopRetryAt)
 }
 
-// StopReport is the stop as the agent knows it now, for the status and
-// the heartbeat.
-func (a *Agent) StopReport() gpuwarden.StopReport {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.stopReportLocked()
-}
-
 func (a *Agent) stopReportLocked() gpuwarden.StopReport {
 	r := a.stopReport
 	if r.Proof != nil {
