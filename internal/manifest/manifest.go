@@ -231,8 +231,10 @@ func Decode(data []byte, name string) (gpuwarden.Checkpoint, error) {
 }
 
 // Check rejects names and file paths that are not plain relative
-// paths, and duplicate entries, before they are joined onto a directory or
-// a key prefix.
+// paths, duplicate entries, and a path listed both as a file and as a
+// folder of another (no directory holds both, so such a manifest vouches
+// for a tree that cannot exist), before they are joined onto a directory
+// or a key prefix.
 func Check(cp gpuwarden.Checkpoint) error {
 	if err := CheckName(cp.Name); err != nil {
 		return err
@@ -246,6 +248,13 @@ func Check(cp gpuwarden.Checkpoint) error {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint %s lists %s twice", cp.Name, f.Path)
 		}
 		seen[f.Path] = true
+	}
+	for _, f := range cp.Files {
+		for dir := path.Dir(f.Path); dir != "."; dir = path.Dir(dir) {
+			if seen[dir] {
+				return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint %s lists %s both as a file and as the folder of %s", cp.Name, dir, f.Path)
+			}
+		}
 		if f.Size < 0 {
 			return gpuwarden.Errorf(gpuwarden.EInvalid, "checkpoint %s: %s has negative size", cp.Name, f.Path)
 		}
@@ -266,9 +275,10 @@ func CheckName(name string) error {
 	return nil
 }
 
-// CheckFilePath accepts clean, relative, slash-separated paths only.
+// CheckFilePath accepts clean, relative, slash-separated paths of a file
+// below the checkpoint only: "." is the checkpoint's own folder.
 func CheckFilePath(p string) error {
-	if p == "" || p == Name || path.IsAbs(p) || path.Clean(p) != p ||
+	if p == "" || p == "." || p == Name || path.IsAbs(p) || path.Clean(p) != p ||
 		p == ".." || strings.HasPrefix(p, "../") || strings.ContainsAny(p, "\\\x00") {
 		return gpuwarden.Errorf(gpuwarden.EInvalid, "invalid file path %q in manifest: absolute, unclean or outside the checkpoint", p)
 	}

@@ -262,6 +262,9 @@ func TestCheckManifest(t *testing.T) {
 		{"unclean path", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a/../b", SHA256: helloSHA}}}, false},
 		{"manifest as file", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: Name, SHA256: helloSHA}}}, false},
 		{"duplicate", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{good, good}}, false},
+		{"the folder itself", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: ".", SHA256: helloSHA}}}, false},
+		{"a file and a folder", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a/b/c", SHA256: helloSHA}, good}}, false},
+		{"a file beside a folder", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "ab/c", SHA256: helloSHA}, good, {Path: "a.b", SHA256: helloSHA}}}, true},
 		{"bad hash", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a", SHA256: "abc"}}}, false},
 		{"negative size", gpuwarden.Checkpoint{Name: "c", Files: []gpuwarden.ManifestFile{{Path: "a", Size: -1, SHA256: helloSHA}}}, false},
 	}
