@@ -1,7 +1,6 @@
 package gpuwarden
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -165,22 +164,26 @@ type Box struct {
 }
 
 // ParseDeadline reads a deadline written as Go's durations (72h, 90m) or in
-// whole days and weeks (10d, 2w), and returns its hours.
+// whole days and weeks (10d, 2w), and returns its hours: finite and
+// positive, or an EInvalid error.
 func ParseDeadline(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if n := len(s); n > 1 && (s[n-1] == 'd' || s[n-1] == 'w') {
 		v, err := strconv.ParseFloat(s[:n-1], 64)
-		if err != nil || v <= 0 || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("deadline %q: want a positive number of days or weeks such as 10d or 2w", s)
-		}
 		if s[n-1] == 'w' {
 			v *= 7
 		}
-		return v * 24, nil
+		v *= 24
+		// Checked after the products, which overflow to +Inf for 1e307d;
+		// !(v > 0) also refuses NaN ("NaNd"), which every comparison passes.
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return 0, Errorf(EInvalid, "deadline %q: want a positive number of days or weeks such as 10d or 2w", s)
+		}
+		return v, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("deadline %q: want a duration such as 72h, 10d or 2w", s)
+		return 0, Errorf(EInvalid, "deadline %q: want a duration such as 72h, 10d or 2w", s)
 	}
 	return d.Hours(), nil
 }

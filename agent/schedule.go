@@ -83,7 +83,8 @@ func parseWindow(text string) (Window, error) {
 	if w.End, err = clockMinutes(to); err != nil {
 		return w, err
 	}
-	if w.Start == w.End {
+	// 24:00 is the next midnight, so "24:00-00:00" is as empty as "08:00-08:00".
+	if w.Start == w.End || w.Start%(24*60) == w.End {
 		return w, fmt.Errorf("the window is empty")
 	}
 	return w, nil

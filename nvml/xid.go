@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,8 +36,13 @@ import (
 func ParseKmsgXIDs(r io.Reader, bootTime time.Time, busToIndex map[string]int) ([]gpuwarden.XIDEvent, error) {
 	index := make(map[pciAddr]int, len(busToIndex))
 	for bus, i := range busToIndex {
+		// Two spellings of one bus ("3b:00", "0000:3B:00.0") with different
+		// indexes take the lower, not whichever the map yields first, so
+		// that a parse does not change from one call to the next.
 		if a, ok := parseBus(bus); ok {
-			index[a] = i
+			if j, seen := index[a]; !seen || i < j {
+				index[a] = i
+			}
 		}
 	}
 	var events []gpuwarden.XIDEvent
@@ -145,8 +151,10 @@ func parseXid(msg string) (pciAddr, uint64, bool) {
 	if n == 0 || (n < len(num) && num[n] != ',') {
 		return pciAddr{}, 0, false
 	}
+	// Xids start at 1: a 0 is no error the driver reports, and would
+	// otherwise count as an unknown, hence hardware, fault.
 	xid, err := strconv.ParseUint(num[:n], 10, 64)
-	if err != nil {
+	if err != nil || xid == 0 {
 		return pciAddr{}, 0, false
 	}
 	return bus, xid, true
@@ -158,8 +166,10 @@ func splitTimestamp(line string, boot time.Time) (time.Time, string) {
 	if semi := strings.IndexByte(line, ';'); semi > 0 {
 		fields := strings.Split(line[:semi], ",")
 		if len(fields) >= 4 && digits(fields[0]) && digits(fields[1]) && digits(fields[2]) {
+			// A count past int64 nanoseconds would wrap to before boot:
+			// leave such a time unrecognised rather than wrong.
 			usec, err := strconv.ParseInt(fields[2], 10, 64)
-			if err == nil {
+			if err == nil && usec <= math.MaxInt64/int64(time.Microsecond) {
 				return boot.Add(time.Duration(usec) * time.Microsecond), line[semi+1:]
 			}
 		}
@@ -214,6 +224,9 @@ func secondsSinceBoot(s string) (time.Duration, bool) {
 	ns := int64(0)
 	if frac != "" {
 		ns, _ = strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+	}
+	if sec > (math.MaxInt64-ns)/int64(time.Second) {
+		return 0, false // would wrap to before boot
 	}
 	return time.Duration(sec)*time.Second + time.Duration(ns), true
 }
