@@ -281,7 +281,7 @@ func (j *job) members() []jobMember {
 			j.reap(pid, st, self)
 			continue
 		}
-		if j.hasGroup(st.pgrp) || (len(j.ids) > 0 && st.start >= j.since && procCarries(pid, j.ids)) {
+		if j.hasGroup(st.pgrp) || (len(j.ids) > 0 && st.start >= j.since && procCarries(pid, j.ids)) || j.wasSeen(pid, st) {
 			add(pid, st)
 		}
 	}
@@ -291,6 +291,16 @@ func (j *job) members() []jobMember {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].pid < out[b].pid })
 	return out
+}
+
+// wasSeen reports whether a process was found alive as the job's before.
+// A process killed a moment ago gives up its memory, and with it the
+// environment that named its job, before it is a zombie: it stays the
+// job's until then, so that the job's end does not come while one of its
+// processes is still exiting (files open, not yet reaped).
+func (j *job) wasSeen(pid int, st procInfo) bool {
+	start, ok := j.seen[pid]
+	return ok && start == st.start
 }
 
 // reap collects a zombie that was seen alive as a job process and is this
