@@ -50,8 +50,8 @@ type Agent struct {
 	// Now is a seam for tests: the clock.
 	Now func() time.Time
 	// Ticks, when set, replaces the interval's ticker: the agent ticks once
-	// per time it receives (a stepped clock, package simclock), and then
-	// calls Ticked with that time.
+	// per time it receives (a stepped clock, package simclock). Ticked, when
+	// set, hears each tick's time once the tick's work is done.
 	Ticks  <-chan time.Time
 	Ticked func(time.Time)
 	// Jobs are the jobs `gpuwarden run` supervises, as they report over the socket.
@@ -144,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			}
 			a.Tick(ctx)
-			if a.Ticks != nil && a.Ticked != nil {
+			if a.Ticked != nil {
 				a.Ticked(at)
 			}
 		case <-compact.C:

@@ -142,7 +142,7 @@ func PriceNotes(c *gpuwarden.Catalog, now time.Time, countries []string) []strin
 	var out []string
 	if snapOffers > 0 {
 		line := fmt.Sprintf("embedded snapshot of %s (SkyPilot catalog %s): %s offers from %d providers",
-			snapFrom, SnapshotSchema, thousands(snapOffers), len(snapProv))
+			snapFrom, SnapshotSchema, gpuwarden.GroupDigits(int64(snapOffers)), len(snapProv))
 		if at, err := gpuwarden.ParseAsOf(snapFrom); err == nil && now.Sub(at) > PriceMaxAge {
 			line += fmt.Sprintf(", %d days old: %s", int(now.Sub(at).Hours()/24), fix)
 		}
@@ -170,13 +170,4 @@ func PriceNotes(c *gpuwarden.Catalog, now time.Time, countries []string) []strin
 		out = append(out, line+"; "+fix)
 	}
 	return out
-}
-
-// thousands writes a count with thousands separators: 2,060.
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

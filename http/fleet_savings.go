@@ -66,7 +66,7 @@ func parseSavingsQuery(v url.Values, now time.Time) (savingsRequest, error) {
 	r.q.From, r.q.To = savings.Month(now)
 	if m := v.Get("month"); m != "" {
 		if r.q.From, r.q.To, err = savings.ParseMonth(m); err != nil {
-			return r, gpuwarden.Errorf(gpuwarden.EInvalid, "%v", err)
+			return r, err
 		}
 	}
 	for key, dst := range map[string]*time.Time{"from": &r.q.From, "to": &r.q.To} {

@@ -5,12 +5,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuwarden/gpuwarden"
 )
 
 // FuzzParseMonth checks ParseMonth beyond not panicking: an accepted month
 // is [from, to) with from the first instant of a month in UTC and to the
 // first of the next, it is what Month gives for any instant inside it, and
-// it is written back as the text read; a refusal quotes the input.
+// it is written back as the text read; a refusal is EInvalid and quotes
+// the input.
 func FuzzParseMonth(f *testing.F) {
 	for _, s := range []string{"2026-11", " 2026-12 ", "2026-13", "2026-1", "26-11", "0000-01", "9999-12", "2026-11-01", "", "2026/11"} {
 		f.Add(s)
@@ -20,6 +23,9 @@ func FuzzParseMonth(f *testing.F) {
 		if err != nil {
 			if want := fmt.Sprintf("month %q", s); !strings.Contains(err.Error(), want) {
 				t.Fatalf("error %q does not say %q", err, want)
+			}
+			if gpuwarden.ErrorCodeOf(err) != gpuwarden.EInvalid {
+				t.Fatalf("error %v has code %q, want %q", err, gpuwarden.ErrorCodeOf(err), gpuwarden.EInvalid)
 			}
 			return
 		}

@@ -27,11 +27,11 @@ func Month(t time.Time) (from, to time.Time) {
 	return from, from.AddDate(0, 1, 0)
 }
 
-// ParseMonth reads "2026-11" as its UTC month.
+// ParseMonth reads "2026-11" as its UTC month; anything else is EInvalid.
 func ParseMonth(s string) (from, to time.Time, err error) {
 	t, err := time.Parse("2006-01", strings.TrimSpace(s))
 	if err != nil {
-		return from, to, fmt.Errorf("month %q is not YYYY-MM", s)
+		return from, to, gpuwarden.Errorf(gpuwarden.EInvalid, "month %q is not YYYY-MM", s).WithHint("write the month as 2026-11")
 	}
 	from, to = Month(t)
 	return from, to, nil

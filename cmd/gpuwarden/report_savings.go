@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	nethttp "net/http"
 	"net/url"
@@ -37,7 +38,7 @@ func savingsPeriod(f *reportFlags, now time.Time) (from, to time.Time, err error
 	}
 	if f.month != "" {
 		if from, to, err = savings.ParseMonth(f.month); err != nil {
-			return from, to, gpuwarden.Errorf(gpuwarden.EInvalid, "--month: %v", err).WithHint("write the month as 2026-11")
+			return from, to, fmt.Errorf("--month: %w", err)
 		}
 		return from, to, nil
 	}

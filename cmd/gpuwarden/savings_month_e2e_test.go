@@ -255,21 +255,11 @@ func TestSavingsMonth(t *testing.T) {
 			// The table says why the unconfirmed stop saved nothing.
 			r = gwLive(t, dir, append([]string{"report", "savings", "--month", "2026-11"}, remote...)...)
 			if !strings.Contains(r.stdout, "not saved: idle stop gpu-b: provider kept billing: powered-off-still-billing") ||
-				!strings.Contains(r.stdout, "$"+commaCents(rep.Total.Total)+" saved") {
+				!strings.Contains(r.stdout, gpuwarden.Currency("USD").Format(rep.Total.Total)+" saved") {
 				t.Errorf("the table:\n%s", r.stdout)
 			}
 		})
 	}
-}
-
-// commaCents writes an amount as the table does: 5902.28 → 5,902.28.
-func commaCents(c gpuwarden.Cents) string {
-	s := c.Decimal()
-	whole, frac, _ := strings.Cut(s, ".")
-	for i := len(whole) - 3; i > 0; i -= 3 {
-		whole = whole[:i] + "," + whole[i:]
-	}
-	return whole + "." + frac
 }
 
 // runSavingsMonth is November 2026 of testdata/savings-month.md, from the
